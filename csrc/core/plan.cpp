@@ -1,0 +1,138 @@
+#include "core/plan.h"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace oink {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t next_pow2(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+// Threads per CTA when several short rows share one: 4 warps keep enough rows in flight per SM
+// without making the last CTA of a small batch mostly idle.
+constexpr int kSharedCtaThreads = 128;
+
+bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
+  const int x_bytes = chunk_elems * dtype_size(p.x_dtype);  // always 16
+  const bool fused = p.op == NormOp::kFusedAddRmsNorm;
+  if (p.cols % chunk_elems != 0) return false;
+  if (p.x_align < x_bytes || p.ld_x % chunk_elems != 0) return false;
+  if (!fused && (p.out_align < x_bytes || p.ld_out % chunk_elems != 0)) return false;
+  if (fused && (p.residual_align < x_bytes || p.ld_residual % chunk_elems != 0)) return false;
+  if (p.has_weight && p.w_align < chunk_elems * dtype_size(p.w_dtype)) return false;
+  return true;
+}
+
+}  // namespace
+
+const char* variant_name(KernelVariant v) {
+  switch (v) {
+    case KernelVariant::kCpu:
+      return "cpu";
+    case KernelVariant::kRowInRegisters:
+      return "row_in_registers";
+    case KernelVariant::kTwoPass:
+      return "two_pass";
+  }
+  return "?";
+}
+
+int threads_per_row_for(int64_t cols, DType x_dtype) {
+  const int64_t chunks = ceil_div(cols, 16 / dtype_size(x_dtype));
+  // Two chunks per thread: enough bytes in flight per thread, and enough threads per row that a
+  // decode batch of one row still spreads over a whole CTA.
+  const int64_t threads = next_pow2(ceil_div(chunks, 2));
+  return static_cast<int>(threads < kMaxThreadsPerRow ? threads : kMaxThreadsPerRow);
+}
+
+NormPlan make_plan(const NormProblem& p, const DeviceInfo& device) {
+  NormPlan plan;
+  plan.chunk_elems = 16 / dtype_size(p.x_dtype);
+  plan.chunks_per_row = ceil_div(p.cols, plan.chunk_elems);
+
+  if (!device.is_cuda()) {
+    plan.variant = KernelVariant::kCpu;
+    plan.grid = p.rows;
+  } else {
+    plan.threads_per_row = threads_per_row_for(p.cols, p.x_dtype);
+    plan.vector_io = aligned_for_vectors(p, plan.chunk_elems);
+    const int64_t needed = ceil_div(plan.chunks_per_row, plan.threads_per_row);
+    const int capacity = plan.vector_io ? kMaxChunksPerThread : kMaxChunksPerThreadElementwise;
+    if (needed <= capacity) {
+      plan.variant = KernelVariant::kRowInRegisters;
+      plan.chunks_per_thread = static_cast<int>(next_pow2(needed));
+    } else {
+      plan.variant = KernelVariant::kTwoPass;
+    }
+    plan.rows_per_cta =
+        plan.threads_per_row >= kSharedCtaThreads ? 1 : kSharedCtaThreads / plan.threads_per_row;
+    plan.block_threads = plan.threads_per_row * plan.rows_per_cta;
+    plan.grid = ceil_div(p.rows, plan.rows_per_cta);
+  }
+
+  const std::string broken = plan_violation(plan, p);
+  if (!broken.empty()) throw std::logic_error("oink planner bug: " + broken);
+  return plan;
+}
+
+std::string plan_violation(const NormPlan& plan, const NormProblem& p) {
+  if (plan.chunk_elems * dtype_size(p.x_dtype) != 16) return "chunk is not 16 bytes";
+  if (plan.chunks_per_row * plan.chunk_elems < p.cols) return "chunks do not cover the row";
+  if (plan.variant == KernelVariant::kCpu) {
+    return plan.grid == p.rows ? "" : "cpu plan must have one task per row";
+  }
+  const int tpr = plan.threads_per_row;
+  if (tpr < 1 || tpr > kMaxThreadsPerRow || (tpr & (tpr - 1)) != 0) {
+    return "threads_per_row must be a power of two in [1, 1024]";
+  }
+  if (tpr != threads_per_row_for(p.cols, p.x_dtype)) {
+    return "threads_per_row must depend on (N, dtype) only (batch invariance)";
+  }
+  if (plan.block_threads != tpr * plan.rows_per_cta || plan.block_threads > kMaxThreadsPerRow) {
+    return "block_threads must be threads_per_row * rows_per_cta and at most 1024";
+  }
+  if (plan.block_threads % 32 != 0 && plan.rows_per_cta != 1) return "partial warps";
+  if (plan.vector_io && !aligned_for_vectors(p, plan.chunk_elems)) {
+    return "vector_io needs 16-byte aligned pointers, strides and N";
+  }
+  if (plan.variant == KernelVariant::kRowInRegisters) {
+    const int c = plan.chunks_per_thread;
+    if (c != 1 && c != 2 && c != 4) return "chunks_per_thread must be 1, 2 or 4";
+    if (!plan.vector_io && c > kMaxChunksPerThreadElementwise) return "element-wise I/O spills";
+    if (static_cast<int64_t>(c) * tpr < plan.chunks_per_row) return "registers do not hold the row";
+  } else if (plan.chunks_per_thread != 0) {
+    return "only row_in_registers keeps chunks in registers";
+  }
+  if (plan.grid * plan.rows_per_cta < p.rows) return "grid does not cover every row";
+  if (plan.grid > 0x7fffffff) return "grid exceeds the CUDA limit";
+  return "";
+}
+
+std::string describe(const NormPlan& plan, const NormProblem& p, const DeviceInfo& device) {
+  std::ostringstream s;
+  s << "op=" << op_name(p.op) << " variant=" << variant_name(plan.variant);
+  s << " device=";
+  if (device.is_cuda()) {
+    s << "sm_" << device.cc_major << device.cc_minor;
+  } else {
+    s << "cpu";
+  }
+  s << " x_dtype=" << dtype_name(p.x_dtype)
+    << " weight_dtype=" << (p.has_weight ? dtype_name(p.w_dtype) : "none") << " M=" << p.rows
+    << " N=" << p.cols << " ld_x=" << p.ld_x;
+  if (p.op == NormOp::kFusedAddRmsNorm) s << " ld_residual=" << p.ld_residual;
+  s << " chunk_elems=" << plan.chunk_elems << " vector_io=" << (plan.vector_io ? 1 : 0)
+    << " threads_per_row=" << plan.threads_per_row
+    << " chunks_per_thread=" << plan.chunks_per_thread << " rows_per_cta=" << plan.rows_per_cta
+    << " block_threads=" << plan.block_threads << " grid=" << plan.grid
+    << " pdl=" << (plan.use_pdl ? 1 : 0);
+  return s.str();
+}
+
+}  // namespace oink

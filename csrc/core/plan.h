@@ -1,0 +1,59 @@
+// The launch plan: every schedule decision for one call, made on the host by make_plan().
+//
+// Batch invariance (GUIDE §1) is built into the plan's shape: the *reduction order* of a row is
+// fixed by (N, x dtype) alone. A row is cut into 16-byte "chunks" (8 elements of a 16-bit type,
+// 4 of float32); chunk c belongs to thread c % threads_per_row, each thread sums its chunks in
+// increasing order, element by element, then the threads combine in a fixed butterfly tree.
+// Whether a chunk travels as one 16-byte vector or element by element, whether the row is kept
+// in registers or read twice, and how many rows share a CTA change speed, never the bits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/problem.h"
+
+namespace oink {
+
+enum class KernelVariant : uint8_t {
+  kCpu,             // host loop, one row per task
+  kRowInRegisters,  // CUDA: the row is read once into registers, written once
+  kTwoPass,         // CUDA: rows too long for registers: pass 1 sums, pass 2 re-reads (L2) and writes
+};
+
+const char* variant_name(KernelVariant v);
+
+// Largest number of chunks a thread keeps in registers (the kernel is instantiated for 1, 2, 4).
+// Rows that need more run kTwoPass: at 1024 threads per CTA a thread has 64 registers, and ptxas
+// spills at 8 chunks (vector I/O) and at 4 chunks with element-wise I/O (its bounds checks).
+inline constexpr int kMaxChunksPerThread = 4;
+inline constexpr int kMaxChunksPerThreadElementwise = 2;
+inline constexpr int kMaxThreadsPerRow = 1024;
+
+struct NormPlan {
+  KernelVariant variant = KernelVariant::kCpu;
+  int chunk_elems = 8;        // elements of x in one 16-byte chunk: the unit of row ownership
+  int64_t chunks_per_row = 0;  // ceil(N / chunk_elems)
+  bool vector_io = false;     // chunks move as 16-byte vectors (every pointer, stride and N aligned)
+  int threads_per_row = 1;    // a power of two; depends on (N, dtype) only
+  int chunks_per_thread = 0;  // register capacity for kRowInRegisters (1, 2 or 4); 0 otherwise
+  int rows_per_cta = 1;
+  int block_threads = 1;      // threads_per_row * rows_per_cta
+  int64_t grid = 0;           // CTAs (CUDA) or tasks (CPU)
+  bool use_pdl = false;       // programmatic dependent launch (tuned in a later step; off for now)
+};
+
+// Threads that share one row of `cols` elements of `x_dtype`: the batch-invariant part of the plan.
+int threads_per_row_for(int64_t cols, DType x_dtype);
+
+// Pure function of its inputs. Throws std::logic_error if the plan it built breaks an invariant
+// (a bug in the planner, never a user error: inputs are validated before planning).
+NormPlan make_plan(const NormProblem& problem, const DeviceInfo& device);
+
+// Empty if `plan` is consistent with `problem`, otherwise the first broken invariant.
+std::string plan_violation(const NormPlan& plan, const NormProblem& problem);
+
+// One line, `key=value` pairs, readable and parsed by oink.explain().
+std::string describe(const NormPlan& plan, const NormProblem& problem, const DeviceInfo& device);
+
+}  // namespace oink

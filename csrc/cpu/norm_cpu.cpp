@@ -1,0 +1,113 @@
+#include "cpu/norm_cpu.h"
+
+#include <cmath>
+
+#include "core/float_convert.h"
+
+namespace oink {
+namespace {
+
+template <DType D>
+struct HostElem;
+template <>
+struct HostElem<DType::kFloat32> {
+  using Storage = float;
+  static float load(float v) { return v; }
+  static float store(float v) { return v; }
+};
+template <>
+struct HostElem<DType::kBFloat16> {
+  using Storage = uint16_t;
+  static float load(uint16_t v) { return bf16_to_float(v); }
+  static uint16_t store(float v) { return float_to_bf16(v); }
+};
+template <>
+struct HostElem<DType::kFloat16> {
+  using Storage = uint16_t;
+  static float load(uint16_t v) { return half_to_float(v); }
+  static uint16_t store(float v) { return float_to_half(v); }
+};
+
+// Independent partial sums: the inner loop vectorises without reassociation flags, and the
+// order (lane j % kLanes, lanes combined pairwise) depends on N only.
+constexpr int kLanes = 16;
+
+template <typename Load>
+float sum_of_squares(int64_t n, Load load) {
+  float lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float v = load(j + l);
+      lanes[l] += v * v;
+    }
+  }
+  for (int l = 0; j + l < n; ++l) {
+    const float v = load(j + l);
+    lanes[l] += v * v;
+  }
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
+}
+
+template <DType XD, DType WD, bool kFused>
+void rows_kernel(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t end) {
+  using X = HostElem<XD>;
+  using W = HostElem<WD>;
+  using XS = typename X::Storage;
+  const auto* weight = static_cast<const typename W::Storage*>(a.weight);
+  const int64_t n = p.cols;
+  for (int64_t row = begin; row < end; ++row) {
+    const XS* x = static_cast<const XS*>(a.x) + row * p.ld_x;
+    XS* out = static_cast<XS*>(a.out) + row * p.ld_out;
+    // The normalised values come from `src`: x itself, or the updated (rounded) residual.
+    const XS* src = x;
+    if constexpr (kFused) {
+      XS* res = static_cast<XS*>(a.residual) + row * p.ld_residual;
+      for (int64_t j = 0; j < n; ++j) res[j] = X::store(X::load(x[j]) + X::load(res[j]));
+      src = res;
+    }
+    const float ss = sum_of_squares(n, [&](int64_t j) { return X::load(src[j]); });
+    const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(n) + a.eps);
+    for (int64_t j = 0; j < n; ++j) {
+      const float w = weight ? W::load(weight[j]) : 1.0f;
+      out[j] = X::store(X::load(src[j]) * rstd * w);
+    }
+  }
+}
+
+template <DType XD, DType WD>
+void dispatch_op(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t end) {
+  if (p.op == NormOp::kFusedAddRmsNorm) {
+    rows_kernel<XD, WD, true>(p, a, begin, end);
+  } else {
+    rows_kernel<XD, WD, false>(p, a, begin, end);
+  }
+}
+
+template <DType XD>
+void dispatch_weight(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t end) {
+  // Without a weight the weight type is irrelevant; use x's.
+  if (p.has_weight && p.w_dtype == DType::kFloat32) {
+    dispatch_op<XD, DType::kFloat32>(p, a, begin, end);
+  } else {
+    dispatch_op<XD, XD>(p, a, begin, end);
+  }
+}
+
+}  // namespace
+
+void norm_rows_cpu(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t end) {
+  switch (p.x_dtype) {
+    case DType::kFloat32:
+      return dispatch_weight<DType::kFloat32>(p, a, begin, end);
+    case DType::kBFloat16:
+      return dispatch_weight<DType::kBFloat16>(p, a, begin, end);
+    case DType::kFloat16:
+      return dispatch_weight<DType::kFloat16>(p, a, begin, end);
+  }
+}
+
+}  // namespace oink

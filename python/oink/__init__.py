@@ -1,0 +1,29 @@
+"""oink: fast, trustworthy normalization kernels for LLM inference.
+
+Importing oink loads the native extension, which registers ``torch.ops.oink.*``; it does not
+initialize CUDA.
+"""
+
+from pathlib import Path
+
+import torch
+
+__version__ = "0.1.0"
+
+
+def _load_extension() -> None:
+    library = Path(__file__).with_name("_C.so")
+    if not library.exists():
+        raise ImportError(
+            f"oink's native extension is missing ({library}); install oink with "
+            "`pip install --no-build-isolation .` from a source checkout"
+        )
+    torch.ops.load_library(str(library))
+
+
+_load_extension()
+
+from oink import _fake  # noqa: E402,F401  (registers the fake kernels)
+from oink.ops import Plan, explain, fused_add_rms_norm, rmsnorm  # noqa: E402
+
+__all__ = ["Plan", "__version__", "explain", "fused_add_rms_norm", "rmsnorm"]
