@@ -28,22 +28,25 @@ struct HostElem<DType::kFloat16> {
   static uint16_t store(float v) { return float_to_half(v); }
 };
 
-// Independent partial sums: the inner loop vectorises without reassociation flags, and the
-// order (lane j % kLanes, lanes combined pairwise) depends on N only.
+// Sum of squares in float64: PyTorch's CPU kernels accumulate float32 in double too
+// (acc_type<float> on CPU), and GUIDE §2 holds oink to PyTorch's error; a float32 sum with float32
+// rsqrt was up to 2.5 ulp worse than F.rms_norm at N = 1536. kLanes independent partial sums
+// (element j goes to lane j % kLanes) let the loop vectorise without reassociation flags; the
+// lanes combine pairwise. The order depends on N only (batch invariance).
 constexpr int kLanes = 16;
 
 template <typename Load>
-float sum_of_squares(int64_t n, Load load) {
-  float lanes[kLanes] = {};
+double sum_of_squares(int64_t n, Load load) {
+  double lanes[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     for (int l = 0; l < kLanes; ++l) {
-      const float v = load(j + l);
+      const double v = load(j + l);
       lanes[l] += v * v;
     }
   }
   for (int l = 0; j + l < n; ++l) {
-    const float v = load(j + l);
+    const double v = load(j + l);
     lanes[l] += v * v;
   }
   for (int width = kLanes / 2; width > 0; width /= 2) {
@@ -69,11 +72,11 @@ void rows_kernel(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t
       for (int64_t j = 0; j < n; ++j) res[j] = X::store(X::load(x[j]) + X::load(res[j]));
       src = res;
     }
-    const float ss = sum_of_squares(n, [&](int64_t j) { return X::load(src[j]); });
-    const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(n) + a.eps);
+    const double ss = sum_of_squares(n, [&](int64_t j) { return X::load(src[j]); });
+    const double rstd = 1.0 / std::sqrt(ss / static_cast<double>(n) + a.eps);
     for (int64_t j = 0; j < n; ++j) {
-      const float w = weight ? W::load(weight[j]) : 1.0f;
-      out[j] = X::store(X::load(src[j]) * rstd * w);
+      const double w = weight ? W::load(weight[j]) : 1.0;
+      out[j] = X::store(static_cast<float>(X::load(src[j]) * rstd * w));
     }
   }
 }

@@ -1,5 +1,5 @@
-// CPU kernels: the same contract as the CUDA ones (float32 math, one rounding, row strides
-// honoured). Also the reference the C++ tests hold the planner's promises against.
+// CPU kernels: the contract of the CUDA ones (GUIDE §1: inputs widened, one rounding at the end,
+// row strides honoured), with the sum of squares and rsqrt in float64 as PyTorch's CPU kernels do.
 #pragma once
 
 #include <cstdint>

@@ -94,3 +94,15 @@ def untouched_padding(view: torch.Tensor) -> bool:
         inside = torch.as_strided(mask, view.shape, view.stride(), view.storage_offset())
         inside.fill_(False)
     return bool(storage[mask].isnan().all())
+
+
+def ulp(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """One unit in the last place of `dtype` at the magnitude of each float64 value (at least the
+    dtype's smallest subnormal step)."""
+    finfo = torch.finfo(dtype)
+    mag = values.double().abs().clamp_min(finfo.tiny)
+    return torch.pow(2.0, torch.floor(torch.log2(mag)) - mantissa_bits(dtype))
+
+
+def mantissa_bits(dtype: torch.dtype) -> int:
+    return {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23}[dtype]

@@ -1,0 +1,31 @@
+"""Shared fixtures: the devices to test on and the element budget of the shape sweep.
+
+Every test runs on the CPU; the same tests run on CUDA when a GPU is present and are skipped
+otherwise. The CPU budget keeps the whole suite within a few minutes on a 2-core machine; on a
+GPU the full GUIDE §2 sweep runs.
+"""
+
+import pytest
+import torch
+
+import oink  # noqa: F401  (loads the extension)
+
+HAS_CUDA = torch.cuda.is_available()
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no GPU"))]
+
+# Largest M * N a single sweep case may have, per device.
+ELEMENT_BUDGET = {"cpu": 1 << 19, "cuda": 1 << 31}
+
+requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+
+
+def within_budget(device: str, m: int, n: int) -> bool:
+    return m * n <= ELEMENT_BUDGET[device]
+
+
+@pytest.fixture
+def gen():
+    """A fresh, seeded CPU generator per test: random but reproducible inputs."""
+    g = torch.Generator()
+    g.manual_seed(0x0151)
+    return g

@@ -1,0 +1,37 @@
+"""Assertion helpers shared by the numerics tests (imported by test modules, not a test)."""
+
+import torch
+import torch.nn.functional as F
+
+from oink.testing import error_stats, ulp
+
+
+def torch_rmsnorm(x, weight, eps):
+    """PyTorch's own answer: F.rms_norm where it accepts the dtypes, else the float32 composite."""
+    if weight is None or weight.dtype == x.dtype:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+
+
+def assert_close_to_reference(y, ref, torch_y, dtype):
+    """oink's output must be within rounding of the float64 reference, element by element, and its
+    error may not exceed PyTorch's error on the same inputs by more than one ulp (GUIDE §2).
+
+    Per element: the float32 math contributes a relative error of a few 2^-24, far below the
+    0.5 ulp of the final rounding for 16-bit outputs, so 1 ulp bounds it. For float32 outputs the
+    sum of squares, rsqrt (<= 2 ulp) and two products give a few ulp; 8 ulp bounds it.
+    """
+    assert y.shape == ref.shape
+    yd = y.double()
+    finite = torch.isfinite(ref)
+    assert torch.equal(torch.isnan(yd), torch.isnan(ref)), "NaN pattern differs from reference"
+    assert torch.equal(yd[~finite & ~torch.isnan(ref)], ref[~finite & ~torch.isnan(ref)])
+    bound = ulp(ref[finite], dtype) * (8 if dtype == torch.float32 else 1)
+    err = (yd[finite] - ref[finite]).abs()
+    worst = (err - bound).max().item() if err.numel() else 0.0
+    assert worst <= 0, f"error exceeds the per-element bound by {worst:.3g}"
+    ours, theirs = error_stats(y[finite], ref[finite]), error_stats(torch_y[finite], ref[finite])
+    if err.numel():
+        slack = ulp(ref[finite].abs().max().reshape(1), dtype).item()
+        assert ours.max_abs <= theirs.max_abs + slack, (ours, theirs)

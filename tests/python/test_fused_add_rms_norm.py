@@ -1,0 +1,86 @@
+"""oink.fused_add_rms_norm: vLLM semantics, the bitwise invariant, layouts and aliasing."""
+
+import pytest
+import torch
+
+import oink
+from oink.testing import (
+    DTYPE_COMBOS,
+    SHAPES_M,
+    SHAPES_N,
+    fused_add_reference,
+    padded_rows,
+    untouched_padding,
+)
+
+from conftest import DEVICES, within_budget
+from numerics import assert_close_to_reference, torch_rmsnorm
+
+EPS = 1e-5
+WEIGHTED_COMBOS = [c for c in DTYPE_COMBOS if c[1] is not None]
+
+
+def combo_id(combo):
+    return f"{str(combo[0])[6:]}-w_{str(combo[1])[6:]}"
+
+
+def run_and_check(x, residual, w, dtype):
+    x0, r0 = x.clone(), residual.clone()
+    oink.fused_add_rms_norm(x, residual, w, EPS)
+    new_residual, ref = fused_add_reference(x0, r0, w, EPS)
+    # residual <- round(x + residual): exact, bitwise.
+    assert torch.equal(residual, new_residual)
+    # x <- rmsnorm(new residual): the same bits oink.rmsnorm gives on the stored residual.
+    assert torch.equal(x, oink.rmsnorm(residual, w, EPS))
+    assert_close_to_reference(x, ref, torch_rmsnorm(new_residual, w, EPS), dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("combo", WEIGHTED_COMBOS, ids=combo_id)
+@pytest.mark.parametrize("n", SHAPES_N)
+@pytest.mark.parametrize("m", SHAPES_M)
+def test_sweep(device, combo, n, m, gen):
+    if not within_budget(device, m, n):
+        pytest.skip("beyond this device's element budget")
+    dtype, wdtype = combo
+    x = torch.randn(m, n, generator=gen).to(dtype).to(device)
+    residual = torch.randn(m, n, generator=gen).to(dtype).to(device)
+    w = (1 + 0.5 * torch.randn(n, generator=gen)).to(wdtype).to(device)
+    if m == 0:
+        oink.fused_add_rms_norm(x, residual, w, EPS)
+        return
+    run_and_check(x, residual, w, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("combo", WEIGHTED_COMBOS, ids=combo_id)
+@pytest.mark.parametrize("n", [7, 4096, 5120, 65536])
+def test_padded_rows_with_different_strides(device, combo, n, gen):
+    dtype, wdtype = combo
+    x = padded_rows(9, n, dtype, device, pad=64, generator=gen)
+    residual = padded_rows(9, n, dtype, device, pad=3, offset=1, generator=gen)
+    w = (1 + 0.5 * torch.randn(n, generator=gen)).to(wdtype).to(device)
+    run_and_check(x, residual, w, dtype)
+    assert untouched_padding(x) and untouched_padding(residual), "padding was written"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_interleaved_halves_of_one_buffer_are_allowed(device, gen):
+    n = 512
+    buf = torch.randn(6, 2 * n, generator=gen).to(torch.bfloat16).to(device)
+    x, residual = buf[:, :n], buf[:, n:]
+    run_and_check(x, residual, torch.ones(n, dtype=torch.bfloat16, device=device), torch.bfloat16)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [64, 4096])
+def test_batch_invariance(device, n, gen):
+    m = 4097 if within_budget(device, 4097, n) else 65
+    w = torch.randn(n, generator=gen).to(torch.bfloat16).to(device)
+    x = torch.randn(m, n, generator=gen).to(torch.bfloat16).to(device)
+    residual = torch.randn(m, n, generator=gen).to(torch.bfloat16).to(device)
+    k = m - 2
+    x1, r1 = x[k : k + 1].clone(), residual[k : k + 1].clone()
+    oink.fused_add_rms_norm(x, residual, w, EPS)
+    oink.fused_add_rms_norm(x1, r1, w, EPS)
+    assert torch.equal(x1[0], x[k]) and torch.equal(r1[0], residual[k])

@@ -1,0 +1,55 @@
+"""The Python shell: import without CUDA initialisation, explain(), wrappers."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import oink
+
+from conftest import DEVICES
+
+
+def test_import_does_not_initialize_cuda():
+    code = "import torch, oink; assert not torch.cuda.is_initialized(); print(oink.__version__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == oink.__version__
+
+
+def test_ops_are_registered():
+    assert hasattr(torch.ops.oink, "rmsnorm") and hasattr(torch.ops.oink, "fused_add_rms_norm")
+    schema = str(torch.ops.oink.fused_add_rms_norm.default._schema)
+    assert "Tensor(a!) x" in schema and "Tensor(b!) residual" in schema
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_explain_describes_the_plan(device):
+    x = torch.randn(4097, 4096, dtype=torch.bfloat16, device=device)
+    w = torch.ones(4096, dtype=torch.float32, device=device)
+    plan = oink.explain(x, w)
+    assert plan.op == "rmsnorm" and plan.M == 4097 and plan.N == 4096
+    assert plan.x_dtype == "bfloat16" and plan.weight_dtype == "float32"
+    assert "rmsnorm" in str(plan)
+    if device == "cpu":
+        assert plan.variant == "cpu"
+    else:
+        assert plan.variant == "row_in_registers" and plan.vector_io
+        assert plan.grid * plan.rows_per_cta >= 4097
+        # Batch invariance: the row's thread layout does not depend on M.
+        assert oink.explain(x[:1], w).threads_per_row == plan.threads_per_row
+        # An unaligned base pointer keeps the plan's layout but moves element by element.
+        flat = torch.empty(4096 * 3 + 1, dtype=torch.bfloat16, device=device)
+        unaligned = flat[1:].view(3, 4096)
+        assert not oink.explain(unaligned, w).vector_io
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_explain_fused_and_bad_op(device):
+    x = torch.randn(8, 1024, device=device)
+    w = torch.ones(1024, device=device)
+    plan = oink.explain(x, w, op="fused_add_rms_norm")
+    assert plan.op == "fused_add_rms_norm" and plan.ld_residual == 1024
+    with pytest.raises(ValueError, match="argument 'op'"):
+        oink.explain(x, w, op="layernorm")

@@ -1,0 +1,89 @@
+"""opcheck, torch.compile (no graph breaks, equal to eager) and CUDA graphs."""
+
+import pytest
+import torch
+
+import oink
+from oink.testing import padded_rows
+
+from conftest import DEVICES, requires_cuda
+
+
+def rms_inputs(device, gen, n=256, dtype=torch.bfloat16):
+    x = torch.randn(8, n, generator=gen).to(dtype).to(device)
+    w = torch.randn(n, generator=gen).to(dtype).to(device)
+    return x, w
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("wdtype", [None, torch.bfloat16, torch.float32])
+def test_opcheck_rmsnorm(device, wdtype, gen):
+    x = torch.randn(8, 256, generator=gen).to(torch.bfloat16).to(device)
+    w = None if wdtype is None else torch.randn(256, generator=gen).to(wdtype).to(device)
+    torch.library.opcheck(torch.ops.oink.rmsnorm.default, (x, w, 1e-6))
+    padded = padded_rows(5, 100, torch.float16, device, pad=28, generator=gen)
+    torch.library.opcheck(torch.ops.oink.rmsnorm.default, (padded, None, 1e-6))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_fused_add(device, gen):
+    x, w = rms_inputs(device, gen)
+    residual = torch.randn_like(x)
+    torch.library.opcheck(torch.ops.oink.fused_add_rms_norm.default, (x, residual, w, 1e-6))
+
+
+class Block(torch.nn.Module):
+    """A decoder-layer shaped use of both ops: residual stream, norm, a projection."""
+
+    def __init__(self, n, dtype):
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.randn(n, dtype=dtype) * 0.1 + 1)
+        self.w2 = torch.nn.Parameter(torch.randn(n, dtype=dtype) * 0.1 + 1)
+
+    def forward(self, x, residual):
+        h = oink.rmsnorm(x, self.w1, 1e-6) * 2
+        oink.fused_add_rms_norm(h, residual, self.w2, 1e-6)
+        return h + 1, residual
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_compile_fullgraph_equals_eager(device, dynamic, gen):
+    torch._dynamo.reset()
+    block = Block(512, torch.bfloat16).to(device)
+    compiled = torch.compile(block, fullgraph=True, dynamic=dynamic)
+    for m in (3, 17):
+        x = torch.randn(m, 512, generator=gen).to(torch.bfloat16).to(device)
+        r = torch.randn(m, 512, generator=gen).to(torch.bfloat16).to(device)
+        with torch.no_grad():
+            eager_h, eager_r = block(x.clone(), r.clone())
+            comp_h, comp_r = compiled(x.clone(), r.clone())
+        assert torch.equal(eager_h, comp_h) and torch.equal(eager_r, comp_r)
+
+
+@requires_cuda
+def test_cuda_graph_capture_and_replay(gen):
+    n = 4096
+    x, w = rms_inputs("cuda", gen, n=n)
+    residual, fx = torch.randn_like(x), torch.randn_like(x)
+    # Warm up on a side stream, as torch.cuda.graphs recommends.
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        oink.rmsnorm(x, w, 1e-6)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = oink.rmsnorm(x, w, 1e-6)
+        oink.fused_add_rms_norm(fx, residual, w, 1e-6)
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        fx0, r0 = torch.randn_like(fx), torch.randn_like(residual)
+        fx.copy_(fx0)
+        residual.copy_(r0)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, oink.rmsnorm(x, w, 1e-6))
+        expected_x, expected_r = fx0.clone(), r0.clone()
+        oink.fused_add_rms_norm(expected_x, expected_r, w, 1e-6)
+        assert torch.equal(fx, expected_x) and torch.equal(residual, expected_r)

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# One call on a GPU machine (preinstalled torch + CUDA toolkit, no network): build oink, run the
+# test suite on the GPU, compute-sanitizer over a representative subset, the benchmark; logs and a
+# summary go to $OUT (default ./out).
+#
+#   tools/gpu_run.sh [STAGE ...]     stages: build test sanitize kernels bench   (default: all)
+#   BENCH_ARGS="--suite decode,dsv3,quack --op all" tools/gpu_run.sh bench
+#
+# At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
+# sanitizer.log, kernels.txt and bench.tar.gz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+STAGES=${*:-build test sanitize kernels bench}
+SUMMARY="$OUT/summary.txt"
+export PYTHONUNBUFFERED=1
+: >"$SUMMARY"
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+has_stage() { [[ " $STAGES " == *" $1 "* ]]; }
+
+note "== oink GPU run $(date -u +%FT%TZ)"
+note "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1)"
+note "$(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)')"
+note "$(nvcc --version | tail -1)"
+
+if has_stage build; then
+  start=$SECONDS
+  if python3 -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1; then
+    note "build: ok ($((SECONDS - start)) s)"
+  else
+    note "build: FAILED (see build.log)"
+    tail -30 "$OUT/build.log"
+    exit 1
+  fi
+fi
+
+if has_stage test; then
+  start=$SECONDS
+  python3 -m pytest tests/python -q -p no:cacheprovider >"$OUT/tests.log" 2>&1
+  rc=$?
+  note "tests: rc=$rc ($((SECONDS - start)) s): $(tail -1 "$OUT/tests.log")"
+  grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20 | tee -a "$SUMMARY"
+fi
+
+if has_stage sanitize; then
+  : >"$OUT/sanitizer.log"
+  for tool in memcheck racecheck; do
+    start=$SECONDS
+    # No caching allocator: memcheck then sees every allocation's true bounds.
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      python3 tools/sanitize_cases.py >>"$OUT/sanitizer.log" 2>&1
+    rc=$?
+    note "sanitizer $tool: rc=$rc ($((SECONDS - start)) s): $(grep -E 'ERROR SUMMARY|wrong results' "$OUT/sanitizer.log" | tail -2 | tr '\n' ' ')"
+  done
+fi
+
+if has_stage kernels; then
+  # Evidence for docs/kernels.md: registers and spills per kernel, 128-bit accesses in SASS.
+  build=/tmp/oink-kernels && rm -rf "$build" && mkdir -p "$build"
+  (cd "$build" && cmake "$OLDPWD" -G Ninja -DOINK_BUILD_EXTENSION=OFF -DOINK_PTXAS_VERBOSE=ON \
+      -DOINK_CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a" >/dev/null &&
+    ninja oink_kernels >"$OUT/kernels.txt" 2>&1)
+  obj=$(find "$build" -name 'rmsnorm.cu.o' | head -1)
+  {
+    echo "== SASS global memory instructions (sm_90a), count by width"
+    cuobjdump --dump-sass "$obj" | grep -oE '(LDG|STG)\.E[.A-Z0-9]*' | sort | uniq -c
+  } >>"$OUT/kernels.txt" 2>&1
+  note "kernels: $(grep -c 'Used' "$OUT/kernels.txt") ptxas reports, $(grep -c 'spill' "$OUT/kernels.txt") spill lines; 128-bit: $(grep -E 'E\.128' "$OUT/kernels.txt" | tr -s ' ' | tr '\n' ';')"
+fi
+
+if has_stage bench; then
+  if python3 -c "import oink.bench" 2>/dev/null; then
+    start=$SECONDS
+    dir=/tmp/oink-bench && rm -rf "$dir"
+    # shellcheck disable=SC2086
+    python3 -m oink.bench ${BENCH_ARGS:---suite decode,dsv3,quack --op all} --out "$dir" 2>&1 |
+      tail -40 | tee -a "$SUMMARY"
+    tar -czf "$OUT/bench.tar.gz" -C "$dir" .
+    note "bench: ($((SECONDS - start)) s)"
+  else
+    note "bench: oink.bench not available"
+  fi
+fi
+note "== done"
