@@ -5,9 +5,9 @@
 namespace oink {
 
 struct NormArgs {
-  const void* x = nullptr;    // [M, N], row stride problem.ld_x
-  void* out = nullptr;        // [M, N], row stride problem.ld_out
-  void* residual = nullptr;   // [M, N], row stride problem.ld_residual; fused op only
+  const void* x = nullptr;       // [M, N], row stride problem.ld_x
+  void* out = nullptr;           // [M, N], row stride problem.ld_out
+  void* residual = nullptr;      // [M, N], row stride problem.ld_residual; fused op only
   const void* weight = nullptr;  // [N] contiguous, or nullptr for no scaling
   float eps = 0.f;
 };

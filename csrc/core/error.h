@@ -1,7 +1,9 @@
 // User-facing argument errors: which argument, what was expected, what was given.
+// Host code builds messages with std::string and std::to_string, never iostreams: on the H200
+// image, inserting an integer into an ostringstream inside the extension crashed (segfault in
+// num_put, 2026-11-30), and messages need nothing more.
 #pragma once
 
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -9,9 +11,7 @@ namespace oink {
 
 inline std::string arg_error_message(const char* op, const char* arg, const std::string& expected,
                                      const std::string& got) {
-  std::ostringstream s;
-  s << "oink." << op << ": argument '" << arg << "' " << expected << ", but got " << got;
-  return s.str();
+  return std::string("oink.") + op + ": argument '" + arg + "' " + expected + ", but got " + got;
 }
 
 // Thrown by validation before any launch; the binding turns it into a Python RuntimeError.

@@ -1,6 +1,5 @@
 #include "core/plan.h"
 
-#include <sstream>
 #include <stdexcept>
 
 namespace oink {
@@ -115,24 +114,21 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p) {
 }
 
 std::string describe(const NormPlan& plan, const NormProblem& p, const DeviceInfo& device) {
-  std::ostringstream s;
-  s << "op=" << op_name(p.op) << " variant=" << variant_name(plan.variant);
-  s << " device=";
-  if (device.is_cuda()) {
-    s << "sm_" << device.cc_major << device.cc_minor;
-  } else {
-    s << "cpu";
-  }
-  s << " x_dtype=" << dtype_name(p.x_dtype)
-    << " weight_dtype=" << (p.has_weight ? dtype_name(p.w_dtype) : "none") << " M=" << p.rows
-    << " N=" << p.cols << " ld_x=" << p.ld_x;
-  if (p.op == NormOp::kFusedAddRmsNorm) s << " ld_residual=" << p.ld_residual;
-  s << " chunk_elems=" << plan.chunk_elems << " vector_io=" << (plan.vector_io ? 1 : 0)
-    << " threads_per_row=" << plan.threads_per_row
-    << " chunks_per_thread=" << plan.chunks_per_thread << " rows_per_cta=" << plan.rows_per_cta
-    << " block_threads=" << plan.block_threads << " grid=" << plan.grid
-    << " pdl=" << (plan.use_pdl ? 1 : 0);
-  return s.str();
+  using std::to_string;
+  std::string s = std::string("op=") + op_name(p.op) + " variant=" + variant_name(plan.variant);
+  s += " device=" +
+       (device.is_cuda() ? "sm_" + to_string(device.cc_major) + to_string(device.cc_minor) : "cpu");
+  s += std::string(" x_dtype=") + dtype_name(p.x_dtype) +
+       " weight_dtype=" + (p.has_weight ? dtype_name(p.w_dtype) : "none");
+  s += " M=" + to_string(p.rows) + " N=" + to_string(p.cols) + " ld_x=" + to_string(p.ld_x);
+  if (p.op == NormOp::kFusedAddRmsNorm) s += " ld_residual=" + to_string(p.ld_residual);
+  s += " chunk_elems=" + to_string(plan.chunk_elems) + " vector_io=" + to_string(plan.vector_io) +
+       " threads_per_row=" + to_string(plan.threads_per_row) +
+       " chunks_per_thread=" + to_string(plan.chunks_per_thread) +
+       " rows_per_cta=" + to_string(plan.rows_per_cta) +
+       " block_threads=" + to_string(plan.block_threads) + " grid=" + to_string(plan.grid) +
+       " pdl=" + to_string(plan.use_pdl);
+  return s;
 }
 
 }  // namespace oink

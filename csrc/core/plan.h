@@ -18,7 +18,7 @@ namespace oink {
 enum class KernelVariant : uint8_t {
   kCpu,             // host loop, one row per task
   kRowInRegisters,  // CUDA: the row is read once into registers, written once
-  kTwoPass,         // CUDA: rows too long for registers: pass 1 sums, pass 2 re-reads (L2) and writes
+  kTwoPass,  // CUDA: rows too long for registers: pass 1 sums, pass 2 re-reads (L2) and writes
 };
 
 const char* variant_name(KernelVariant v);
@@ -32,15 +32,15 @@ inline constexpr int kMaxThreadsPerRow = 1024;
 
 struct NormPlan {
   KernelVariant variant = KernelVariant::kCpu;
-  int chunk_elems = 8;        // elements of x in one 16-byte chunk: the unit of row ownership
+  int chunk_elems = 8;         // elements of x in one 16-byte chunk: the unit of row ownership
   int64_t chunks_per_row = 0;  // ceil(N / chunk_elems)
-  bool vector_io = false;     // chunks move as 16-byte vectors (every pointer, stride and N aligned)
-  int threads_per_row = 1;    // a power of two; depends on (N, dtype) only
+  bool vector_io = false;   // chunks move as 16-byte vectors (every pointer, stride and N aligned)
+  int threads_per_row = 1;  // a power of two; depends on (N, dtype) only
   int chunks_per_thread = 0;  // register capacity for kRowInRegisters (1, 2 or 4); 0 otherwise
   int rows_per_cta = 1;
-  int block_threads = 1;      // threads_per_row * rows_per_cta
-  int64_t grid = 0;           // CTAs (CUDA) or tasks (CPU)
-  bool use_pdl = false;       // programmatic dependent launch (tuned in a later step; off for now)
+  int block_threads = 1;  // threads_per_row * rows_per_cta
+  int64_t grid = 0;       // CTAs (CUDA) or tasks (CPU)
+  bool use_pdl = false;   // programmatic dependent launch (tuned in a later step; off for now)
 };
 
 // Threads that share one row of `cols` elements of `x_dtype`: the batch-invariant part of the plan.

@@ -23,10 +23,10 @@ struct NormProblem {
   DType x_dtype = DType::kBFloat16;  // also the dtype of out and residual
   DType w_dtype = DType::kBFloat16;  // ignored when has_weight is false
   bool has_weight = true;
-  int64_t rows = 0;  // M
-  int64_t cols = 0;  // N
-  int64_t ld_x = 0;  // row stride of x                                 (>= N when M > 1)
-  int64_t ld_out = 0;  // row stride of out (rmsnorm) — equal to ld_x for oink's own outputs
+  int64_t rows = 0;         // M
+  int64_t cols = 0;         // N
+  int64_t ld_x = 0;         // row stride of x                                 (>= N when M > 1)
+  int64_t ld_out = 0;       // row stride of out (rmsnorm) — equal to ld_x for oink's own outputs
   int64_t ld_residual = 0;  // row stride of residual (fused op only)
   // Largest power of two (capped at 256) dividing each base address; 0 = absent.
   int x_align = 256, out_align = 256, residual_align = 256, w_align = 256;

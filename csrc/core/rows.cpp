@@ -1,7 +1,7 @@
 #include "core/rows.h"
 
 #include <algorithm>
-#include <sstream>
+#include <string>
 
 namespace oink {
 
@@ -22,18 +22,16 @@ std::optional<RowLayout> rows_of(const int64_t* sizes, const int64_t* strides, i
     if (expected < 0) {
       layout.ld = strides[d];
     } else if (strides[d] != expected) {
-      std::ostringstream s;
-      s << "the leading dimensions must collapse to rows with one stride, but dim " << d
-        << " has stride " << strides[d] << " where " << expected << " was needed";
-      *why = s.str();
+      *why = "the leading dimensions must collapse to rows with one stride, but dim " +
+             std::to_string(d) + " has stride " + std::to_string(strides[d]) + " where " +
+             std::to_string(expected) + " was needed";
       return std::nullopt;
     }
     expected = strides[d] * sizes[d];
   }
   if (layout.ld < layout.cols) {
-    std::ostringstream s;
-    s << "rows must not overlap: row stride " << layout.ld << " is smaller than N=" << layout.cols;
-    *why = s.str();
+    *why = "rows must not overlap: row stride " + std::to_string(layout.ld) +
+           " is smaller than N=" + std::to_string(layout.cols);
     return std::nullopt;
   }
   return layout;
@@ -42,8 +40,10 @@ std::optional<RowLayout> rows_of(const int64_t* sizes, const int64_t* strides, i
 bool rows_may_overlap(uintptr_t a, const RowLayout& la, uintptr_t b, const RowLayout& lb,
                       int elem_bytes) {
   if (la.rows == 0 || lb.rows == 0 || la.cols == 0 || lb.cols == 0) return false;
-  const uintptr_t a_end = a + static_cast<uintptr_t>(((la.rows - 1) * la.ld + la.cols) * elem_bytes);
-  const uintptr_t b_end = b + static_cast<uintptr_t>(((lb.rows - 1) * lb.ld + lb.cols) * elem_bytes);
+  const uintptr_t a_end =
+      a + static_cast<uintptr_t>(((la.rows - 1) * la.ld + la.cols) * elem_bytes);
+  const uintptr_t b_end =
+      b + static_cast<uintptr_t>(((lb.rows - 1) * lb.ld + lb.cols) * elem_bytes);
   if (a_end <= b || b_end <= a) return false;  // disjoint byte ranges
   if (la.ld != lb.ld || la.cols != lb.cols || la.rows < 2) return true;
 

@@ -17,10 +17,10 @@ using device::to_float;
 using device::Vec;
 
 struct KernelParams {
-  const void* x;         // [M, N], row stride ld_x
-  void* out;             // [M, N], row stride ld_out (== x for the fused op)
-  void* residual;        // [M, N], row stride ld_residual (fused op only)
-  const void* weight;    // [N] or nullptr
+  const void* x;       // [M, N], row stride ld_x
+  void* out;           // [M, N], row stride ld_out (== x for the fused op)
+  void* residual;      // [M, N], row stride ld_residual (fused op only)
+  const void* weight;  // [N] or nullptr
   int64_t rows, cols, ld_x, ld_out, ld_residual, chunks_per_row;
   int threads_per_row, rows_per_cta;
   float inv_cols;  // 1/N, rounded once on the host: a multiply instead of a division per row
@@ -195,11 +195,20 @@ cudaError_t dispatch_weight(const NormPlan& plan, const NormProblem& problem,
 cudaError_t launch_norm(const NormPlan& plan, const NormProblem& problem, const NormArgs& args,
                         cudaStream_t stream) {
   if (problem.rows == 0 || problem.cols == 0) return cudaSuccess;
-  const KernelParams params{args.x,          args.out,           args.residual,
-                            args.weight,     problem.rows,       problem.cols,
-                            problem.ld_x,    problem.ld_out,     problem.ld_residual,
-                            plan.chunks_per_row, plan.threads_per_row, plan.rows_per_cta,
-                            1.0f / static_cast<float>(problem.cols), args.eps};
+  const KernelParams params{args.x,
+                            args.out,
+                            args.residual,
+                            args.weight,
+                            problem.rows,
+                            problem.cols,
+                            problem.ld_x,
+                            problem.ld_out,
+                            problem.ld_residual,
+                            plan.chunks_per_row,
+                            plan.threads_per_row,
+                            plan.rows_per_cta,
+                            1.0f / static_cast<float>(problem.cols),
+                            args.eps};
   switch (problem.x_dtype) {
     case DType::kFloat32:
       return dispatch_weight<float>(plan, problem, params, stream);

@@ -1,7 +1,7 @@
 #include "torch/checks.h"
 
 #include <cmath>
-#include <sstream>
+#include <cstdio>
 #include <string>
 
 #include "core/error.h"
@@ -12,19 +12,15 @@ namespace {
 using torch::headeronly::ScalarType;
 
 std::string shape_of(const Tensor& t) {
-  std::ostringstream s;
-  s << "[";
-  for (int64_t d = 0; d < t.dim(); ++d) s << (d ? ", " : "") << t.size(d);
-  s << "]";
-  return s.str();
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+  return s + "]";
 }
 
 std::string strides_of(const Tensor& t) {
-  std::ostringstream s;
-  s << "(";
-  for (int64_t d = 0; d < t.dim(); ++d) s << (d ? ", " : "") << t.stride(d);
-  s << ")";
-  return s.str();
+  std::string s = "(";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.stride(d));
+  return s + ")";
 }
 
 std::string device_of(const Tensor& t) {
@@ -124,8 +120,7 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
   if (p.has_weight) {
     const Tensor& w = *weight;
     if (!same_device(x, w)) {
-      throw ArgError(name, "weight", "must be on x's device (" + device_of(x) + ")",
-                     device_of(w));
+      throw ArgError(name, "weight", "must be on x's device (" + device_of(x) + ")", device_of(w));
     }
     const std::optional<DType> w_dtype = to_dtype(w.scalar_type());
     if (!w_dtype || (*w_dtype != p.x_dtype && *w_dtype != DType::kFloat32)) {
@@ -140,8 +135,7 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
                      "shape " + shape_of(w));
     }
     if (w.size(0) > 1 && w.stride(0) != 1) {
-      throw ArgError(name, "weight", "must be contiguous",
-                     "stride " + std::to_string(w.stride(0)));
+      throw ArgError(name, "weight", "must be contiguous", "stride " + std::to_string(w.stride(0)));
     }
     p.w_align = pointer_alignment(w.data_ptr());
   } else {
@@ -149,9 +143,9 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
   }
 
   if (!(eps >= 0.0) || !std::isfinite(eps)) {
-    std::ostringstream got;
-    got << eps;
-    throw ArgError(name, "eps", "must be a finite number >= 0", got.str());
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", eps);
+    throw ArgError(name, "eps", "must be a finite number >= 0", got);
   }
   return p;
 }

@@ -42,9 +42,8 @@ Tensor empty_like_strided(const Tensor& x) {
   int32_t dtype = 0;
   TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(x.get(), &dtype));
   TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(x.dim(), sizes.data(), strides.data(), dtype,
-                                                  device_type, x.is_cuda() ? x.get_device_index()
-                                                                           : 0,
-                                                  &handle));
+                                                  device_type,
+                                                  x.is_cuda() ? x.get_device_index() : 0, &handle));
   return Tensor(handle);
 }
 
