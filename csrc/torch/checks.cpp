@@ -11,6 +11,8 @@ namespace {
 
 using torch::headeronly::ScalarType;
 
+constexpr int64_t kMaxRows = 0x7fffffff;
+
 std::string shape_of(const Tensor& t) {
   std::string s = "[";
   for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
@@ -48,6 +50,7 @@ bool same_device(const Tensor& a, const Tensor& b) {
 }
 
 RowLayout check_rows(const char* op, const char* arg, const Tensor& t) {
+  if (!t.defined()) throw ArgError(op, arg, "must be a tensor", "None (an undefined tensor)");
   if (t.dim() < 1) throw ArgError(op, arg, "must have rank >= 1", "a 0-d tensor");
   if (!t.is_cpu() && !t.is_cuda()) {
     throw ArgError(op, arg, "must be on a CPU or CUDA device", device_of(t));
@@ -75,6 +78,7 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
   NormProblem p;
   p.op = op;
 
+  if (!x.defined()) throw ArgError(name, "x", "must be a tensor", "None (an undefined tensor)");
   const std::optional<DType> x_dtype = to_dtype(x.scalar_type());
   if (!x_dtype) {
     throw ArgError(name, "x", "must be float16, bfloat16 or float32",
@@ -82,6 +86,10 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
   }
   p.x_dtype = *x_dtype;
   const RowLayout rows = check_rows(name, "x", x);
+  if (rows.rows > kMaxRows) {
+    throw ArgError(name, "x", "must have at most 2^31 - 1 rows (one CUDA grid)",
+                   std::to_string(rows.rows) + " rows");
+  }
   p.rows = rows.rows;
   p.cols = rows.cols;
   p.ld_x = rows.ld;
@@ -90,6 +98,7 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
 
   if (residual != nullptr) {
     const Tensor& r = *residual;
+    if (!r.defined()) throw ArgError(name, "residual", "must be a tensor", "None");
     if (!same_device(x, r)) {
       throw ArgError(name, "residual", "must be on x's device (" + device_of(x) + ")",
                      device_of(r));
@@ -119,6 +128,7 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
   p.has_weight = weight.has_value();
   if (p.has_weight) {
     const Tensor& w = *weight;
+    if (!w.defined()) throw ArgError(name, "weight", "must be a tensor", "None");
     if (!same_device(x, w)) {
       throw ArgError(name, "weight", "must be on x's device (" + device_of(x) + ")", device_of(w));
     }

@@ -177,3 +177,16 @@ def test_cpu_residual_with_cuda_x():
 def test_weight_on_another_gpu():
     x, w = t(4, 64, device="cuda:0"), t(64, device="cuda:1")
     expect_error(lambda: oink.rmsnorm(x, w), x, arg="weight", expected="cuda:0", got="cuda:1")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fused_weight_none_through_the_raw_op(device):
+    x, r = t(4, 64, device=device), t(4, 64, device=device)
+    expect_error(
+        lambda: torch.ops.oink.fused_add_rms_norm(x, r, None, 1e-6),
+        x,
+        r,
+        arg="weight",
+        expected="must be a tensor",
+        got="None",
+    )

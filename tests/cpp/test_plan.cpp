@@ -1,0 +1,255 @@
+// make_plan over the whole shape grid of GUIDE §2 (and beyond: N = 262144, M = 2^20), for a Hopper
+// DeviceInfo and the CPU one: every plan keeps its invariants and batch invariance, chooses vector
+// I/O exactly when alignment allows, and prints as key=value pairs. plan_violation must catch
+// hand-broken plans.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/plan.h"
+
+namespace oink {
+namespace {
+
+enum class Weight { kNone, kSame, kFloat32 };
+
+// Base-pointer alignments (bytes) and row-stride padding (ld = N + pad) of one call.
+struct Layout {
+  const char* name;
+  int x_align, other_align;  // other: out, residual and weight
+  int64_t x_pad, other_pad;  // other: out and residual
+};
+constexpr Layout kLayouts[] = {
+    {"aligned", 256, 256, 0, 0},     {"x_base_unaligned", 2, 256, 0, 0},
+    {"others_align8", 256, 8, 0, 0}, {"ld_pad64", 256, 256, 64, 64},
+    {"ld_pad1", 256, 256, 1, 1},     {"residual_or_out_ld_pad1", 256, 256, 0, 1},
+};
+constexpr int64_t kCols[] = {1,    7,    64,   111,  128,   500,   1024,  1536,  3072,   4096,
+                             5120, 6144, 7168, 8192, 12288, 16384, 32768, 65536, 131072, 262144};
+constexpr int64_t kRows[] = {0, 1, 2, 3, 17, 255, 256, 4097, int64_t{1} << 20};
+
+// An H100/H200: sm_90, 132 SMs, 2048 threads per SM, 227 KiB of opt-in shared memory per block.
+DeviceInfo hopper() { return DeviceInfo{9, 0, 132, 2048, 232448}; }
+
+NormProblem problem(DType x, Weight w, NormOp op, int64_t n, int64_t m, const Layout& l) {
+  NormProblem p;
+  p.op = op;
+  p.x_dtype = x;
+  p.has_weight = w != Weight::kNone;
+  p.w_dtype = w == Weight::kFloat32 ? DType::kFloat32 : x;
+  p.rows = m;
+  p.cols = n;
+  p.ld_x = n + l.x_pad;
+  p.ld_out = p.ld_residual = n + l.other_pad;
+  p.x_align = l.x_align;
+  p.out_align = p.residual_align = p.w_align = l.other_align;
+  return p;
+}
+
+struct Case {
+  DeviceInfo device;
+  const Layout* layout;
+  NormProblem problem;
+  NormPlan plan;
+  int group;          // same for cases that differ only in M
+  std::string error;  // what make_plan threw, if it did
+};
+
+// Every point of the grid, built once; M varies fastest.
+const std::vector<Case>& grid() {
+  static const std::vector<Case> cases = [] {
+    std::vector<Case> all;
+    int group = 0;
+    for (const DeviceInfo& d : {hopper(), DeviceInfo{}}) {
+      for (DType x : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {
+        for (Weight w : {Weight::kNone, Weight::kSame, Weight::kFloat32}) {
+          for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
+            for (int64_t n : kCols) {
+              for (const Layout& l : kLayouts) {
+                ++group;
+                for (int64_t m : kRows) {
+                  Case c{d, &l, problem(x, w, op, n, m, l), {}, group, ""};
+                  try {
+                    c.plan = make_plan(c.problem, d);
+                  } catch (const std::exception& e) {
+                    c.error = e.what();
+                  }
+                  all.push_back(c);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    return all;
+  }();
+  return cases;
+}
+
+// Runs `check` on every grid case make_plan succeeded on; reports the first few failures only, so
+// that one broken invariant does not print 10^5 lines.
+void for_each_case(const std::function<const char*(const Case&)>& check) {
+  int failures = 0;
+  for (const Case& c : grid()) {
+    if (!c.error.empty()) continue;  // reported by MakePlan.NeverThrowsOnTheGrid
+    const char* broken = check(c);
+    if (broken != nullptr && ++failures <= 10) {
+      ADD_FAILURE() << broken << "\n  " << describe(c.plan, c.problem, c.device)
+                    << " layout=" << c.layout->name;
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(MakePlan, NeverThrowsOnTheGrid) {
+  ASSERT_EQ(grid().size(),
+            2u * 3 * 3 * 2 * std::size(kCols) * std::size(kLayouts) * std::size(kRows));
+  for (const Case& c : grid()) ASSERT_EQ(c.error, "") << c.layout->name;
+}
+
+TEST(MakePlan, PlansKeepTheirInvariants) {
+  for_each_case([](const Case& c) -> const char* {
+    return plan_violation(c.plan, c.problem).empty() ? nullptr : "plan_violation is not empty";
+  });
+}
+
+TEST(MakePlan, ThreadsPerRowDependsOnlyOnNAndDtype) {
+  std::map<std::tuple<bool, DType, int64_t>, int> seen;
+  for_each_case([&](const Case& c) -> const char* {
+    const auto key = std::make_tuple(c.device.is_cuda(), c.problem.x_dtype, c.problem.cols);
+    const auto it = seen.emplace(key, c.plan.threads_per_row).first;
+    return it->second == c.plan.threads_per_row ? nullptr : "threads_per_row changed with M/layout";
+  });
+}
+
+TEST(MakePlan, GridCoversEveryRowAndRowsPerCtaIgnoresM) {
+  std::map<int, int> rows_per_cta;
+  for_each_case([&](const Case& c) -> const char* {
+    const int64_t m = c.problem.rows, rpc = c.plan.rows_per_cta;
+    if (rpc < 1) return "rows_per_cta < 1";
+    if (c.plan.grid * rpc < m) return "grid * rows_per_cta < M";
+    if (c.plan.grid != (m + rpc - 1) / rpc) return "grid launches CTAs without rows";
+    const auto it = rows_per_cta.emplace(c.group, c.plan.rows_per_cta).first;
+    return it->second == c.plan.rows_per_cta ? nullptr : "rows_per_cta changed with M";
+  });
+}
+
+TEST(MakePlan, VectorIoExactlyWhenAligned) {
+  for_each_case([](const Case& c) -> const char* {
+    if (!c.device.is_cuda()) return c.plan.vector_io ? "vector_io on the CPU" : nullptr;
+    const NormProblem& p = c.problem;
+    const int64_t chunk = 16 / dtype_size(p.x_dtype);
+    const bool fused = p.op == NormOp::kFusedAddRmsNorm;
+    const int64_t other_ld = fused ? p.ld_residual : p.ld_out;  // fused: out is x
+    const int other_align = fused ? p.residual_align : p.out_align;
+    const bool misaligned = p.cols % chunk != 0 || p.x_align < 16 || p.ld_x % chunk != 0 ||
+                            other_align < 16 || other_ld % chunk != 0 ||
+                            (p.has_weight && p.w_align < 16);
+    if (misaligned) return c.plan.vector_io ? "vector_io on a misaligned problem" : nullptr;
+    const bool fully_aligned = c.layout->x_align == 256 && c.layout->other_align == 256;
+    return fully_aligned && !c.plan.vector_io ? "no vector_io on an aligned problem" : nullptr;
+  });
+}
+
+TEST(MakePlan, CpuPlansAreOneTaskPerRow) {
+  for_each_case([](const Case& c) -> const char* {
+    if (c.device.is_cuda()) return c.plan.variant == KernelVariant::kCpu ? "kCpu on CUDA" : nullptr;
+    if (c.plan.variant != KernelVariant::kCpu) return "CPU plan not kCpu";
+    return c.plan.grid == c.problem.rows ? nullptr : "CPU grid != M";
+  });
+}
+
+TEST(Describe, IsKeyValuePairsThatMatchThePlan) {
+  for_each_case([](const Case& c) -> const char* {
+    const std::string s = describe(c.plan, c.problem, c.device);
+    std::map<std::string, std::string> kv;
+    std::istringstream in(s);
+    std::string token;
+    size_t tokens = 0;
+    while (std::getline(in, token, ' ')) {
+      ++tokens;
+      const size_t eq = token.find('=');
+      if (eq == 0 || eq == std::string::npos || eq + 1 == token.size()) return "not key=value";
+      if (token.find('=', eq + 1) != std::string::npos) return "two '=' in one pair";
+      if (!kv.emplace(token.substr(0, eq), token.substr(eq + 1)).second) return "repeated key";
+    }
+    if (tokens == 0 || s.back() == ' ') return "empty or trailing space";
+    if (kv["variant"] != variant_name(c.plan.variant)) return "variant= does not match";
+    if (kv["threads_per_row"] != std::to_string(c.plan.threads_per_row)) return "threads_per_row=";
+    if (kv["vector_io"] != (c.plan.vector_io ? "1" : "0")) return "vector_io= does not match";
+    if (kv["grid"] != std::to_string(c.plan.grid)) return "grid= does not match";
+    if (kv["M"] != std::to_string(c.problem.rows)) return "M= does not match";
+    return kv["N"] == std::to_string(c.problem.cols) ? nullptr : "N= does not match";
+  });
+}
+
+NormProblem bf16(int64_t n, int64_t m, int x_align = 256) {
+  Layout l{"", x_align, 256, 0, 0};
+  return problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, n, m, l);
+}
+
+// Each entry: a problem, a valid plan for it, and how to break the plan (or use it out of place).
+struct Broken {
+  const char* what;
+  NormProblem made_for, used_for;
+  DeviceInfo device;
+  std::function<void(NormPlan&)> mutate;
+  const char* mentions = "";  // a word the reason must contain
+};
+
+TEST(PlanViolation, CatchesBrokenPlans) {
+  const DeviceInfo gpu = hopper(), cpu{};
+  const Broken cases[] = {
+      {"threads_per_row halved, registers doubled", bf16(4096, 17), bf16(4096, 17), gpu,
+       [](NormPlan& p) {
+         p.threads_per_row /= 2;
+         p.chunks_per_thread *= 2;
+         p.block_threads = p.threads_per_row * p.rows_per_cta;
+       },
+       "batch invariance"},
+      {"plan for another N", bf16(4096, 17), bf16(8192, 17), gpu, [](NormPlan&) {}},
+      {"threads_per_row not a power of two", bf16(64, 17), bf16(64, 17), gpu,
+       [](NormPlan& p) { p.threads_per_row = 6; }},
+      {"block_threads inconsistent", bf16(64, 17), bf16(64, 17), gpu,
+       [](NormPlan& p) { p.block_threads += 32; }},
+      {"vector_io on an unaligned base", bf16(4096, 17, 2), bf16(4096, 17, 2), gpu,
+       [](NormPlan& p) { p.vector_io = true; }},
+      {"vector_io with N % 8 != 0", bf16(4095, 17), bf16(4095, 17), gpu,
+       [](NormPlan& p) { p.vector_io = true; }},
+      {"aligned plan used on an unaligned base", bf16(4096, 17), bf16(4096, 17, 2), gpu,
+       [](NormPlan&) {}},
+      {"grid one CTA short", bf16(4096, 4097), bf16(4096, 4097), gpu,
+       [](NormPlan& p) { p.grid -= 1; }},
+      {"plan for M=1 used for M=4097", bf16(4096, 1), bf16(4096, 4097), gpu, [](NormPlan&) {}},
+      {"registers do not hold the row", bf16(4096, 17), bf16(4096, 17), gpu,
+       [](NormPlan& p) { p.chunks_per_thread = 1; }},
+      {"chunks_per_thread 3", bf16(4096, 17), bf16(4096, 17), gpu,
+       [](NormPlan& p) { p.chunks_per_thread = 3; }},
+      {"4 chunks with element-wise I/O", bf16(8192, 17, 2), bf16(8192, 17, 2), gpu,
+       [](NormPlan& p) { p.chunks_per_thread = 4; }},
+      {"two_pass keeping chunks", bf16(262144, 17), bf16(262144, 17), gpu,
+       [](NormPlan& p) { p.chunks_per_thread = 1; }},
+      {"chunk not 16 bytes", bf16(4096, 17), bf16(4096, 17), gpu,
+       [](NormPlan& p) { p.chunk_elems = 4; }},
+      {"cpu plan for another M", bf16(4096, 17), bf16(4096, 18), cpu, [](NormPlan&) {}},
+  };
+  for (const Broken& b : cases) {
+    NormPlan plan = make_plan(b.made_for, b.device);
+    ASSERT_EQ(plan_violation(plan, b.made_for), "") << b.what;
+    b.mutate(plan);
+    const std::string why = plan_violation(plan, b.used_for);
+    EXPECT_NE(why, "") << b.what;
+    EXPECT_NE(why.find(b.mentions), std::string::npos) << b.what << ": " << why;
+  }
+}
+
+}  // namespace
+}  // namespace oink
