@@ -1,6 +1,10 @@
 """A representative subset of oink's CUDA launches for compute-sanitizer: every kernel variant
 (registers with 1/2/4 chunks, two-pass), vector and element-wise I/O, both ops, every dtype and
-weight combination, padded and unaligned rows. Exits non-zero if any result is wrong."""
+weight combination, padded and unaligned rows. Exits non-zero if any result is wrong.
+
+Results are checked on the CPU so that the only kernels racecheck sees are oink's and copies:
+PyTorch's own CUDA reduction (the float64 mean of a GPU-side reference) reports shared-memory
+hazards under racecheck (16 on 2026-11-30, all inside at::native::reduce_kernel)."""
 
 import sys
 
@@ -20,13 +24,14 @@ def main() -> int:
             for pad, offset in [(0, 0), (3, 1)]:
                 x = padded_rows(5, n, dtype, "cuda", pad=pad, offset=offset, generator=g)
                 w = None if wdtype is None else torch.randn(n, generator=g).to(wdtype).cuda()
-                y = oink.rmsnorm(x, w, 1e-6)
-                ref = rmsnorm_reference(x, w, 1e-6)
+                y = oink.rmsnorm(x, w, 1e-6).cpu()
+                ref = rmsnorm_reference(x.cpu(), None if w is None else w.cpu(), 1e-6)
                 failures += int(not torch.allclose(y.double(), ref, rtol=2e-2, atol=1e-2))
                 if w is not None:
                     r = padded_rows(5, n, dtype, "cuda", pad=pad, offset=0, generator=g)
                     oink.fused_add_rms_norm(x, r, w, 1e-6)
-                    failures += int(not torch.equal(x, oink.rmsnorm(r, w, 1e-6)))
+                    again = oink.rmsnorm(r, w, 1e-6)
+                    failures += int(not torch.equal(x.cpu(), again.cpu()))
     torch.cuda.synchronize()
     print(f"sanitize_cases: {failures} wrong results")
     return 1 if failures else 0

@@ -1,0 +1,95 @@
+"""Smoke test of the benchmark CLI in its CPU mode: `python -m oink.bench --quick` must run
+end to end, gate and time every provider, and write results.json and results.md."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import oink  # noqa: F401  (loads the native extension)
+except ImportError as e:  # pragma: no cover - depends on the build
+    pytest.skip(f"oink's extension is not importable: {e}", allow_module_level=True)
+
+PYTHON_DIR = Path(oink.__file__).resolve().parent.parent
+
+
+def _run_bench(out: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PYTHON_DIR), env.get("PYTHONPATH")]))
+    env["CUDA_VISIBLE_DEVICES"] = ""  # CPU mode even on a machine with a GPU
+    cmd = [sys.executable, "-m", "oink.bench", "--quick", "--out", str(out), *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+
+
+def test_quick_cpu_run_writes_results(tmp_path: Path) -> None:
+    proc = _run_bench(tmp_path)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+
+    doc = json.loads((tmp_path / "results.json").read_text())
+    for key in (
+        "schema",
+        "status",
+        "env",
+        "config",
+        "method",
+        "providers_found",
+        "copy_ceiling",
+        "summary",
+        "results",
+    ):
+        assert key in doc, key
+    assert doc["status"] == "complete"
+    assert doc["env"]["device_kind"] == "cpu"
+    assert "oink.bench" in doc["env"]["command"] and "--quick" in doc["env"]["command"]
+    for key in ("torch", "oink_version", "oink_revision", "date_utc"):
+        assert doc["env"][key], key
+    assert doc["copy_ceiling"]["GBps"] > 0
+
+    results = doc["results"]
+    assert {r["op"] for r in results} == {"rmsnorm", "fused_add_rms_norm"}
+    assert {r["suite"] for r in results} == {"decode"}
+    assert {"oink", "torch_eager", "F.rms_norm"} <= {r["provider"] for r in results}
+    for r in results:
+        assert r["status"] == "ok", r
+        for key in ("N", "M", "time_us", "GBps", "pct_ceiling", "ratio_vs_best_baseline"):
+            assert r[key] is not None and r[key] == r[key], (key, r)  # present and not NaN
+        assert r["time_us"] > 0
+        errors = r["errors"]
+        assert errors["rel_l2"] <= errors["bound"] and errors["nonfinite"] == 0, r
+        if r["op"] == "fused_add_rms_norm":
+            assert errors["residual"]["rel_l2"] <= errors["residual"]["bound"], r
+    oink_rows = [r for r in results if r["provider"] == "oink"]
+    assert all(r["plan"]["variant"] == "cpu" for r in oink_rows)
+    assert [s["suite"] for s in doc["summary"]] == ["decode", "decode"]
+
+    md = (tmp_path / "results.md").read_text()
+    assert "| N | M | oink |" in md and "ratio = best baseline time / oink time" in md
+    assert "geomean" in proc.stdout  # the one-screen summary
+
+    svgs = sorted(p.name for p in tmp_path.glob("*.svg"))
+    if importlib.util.find_spec("matplotlib") is None:
+        assert svgs == [] and "matplotlib is not installed" in proc.stderr
+    else:
+        expected = [
+            f"{kind}_decode_{op}.svg"
+            for kind in ("bw", "lat")
+            for op in ("fused_add_rms_norm", "rmsnorm")
+        ]
+        assert svgs == sorted(expected)
+        assert all(f"]({name})" in md for name in expected)
+
+
+def test_bad_arguments_fail_clearly(tmp_path: Path) -> None:
+    proc = _run_bench(tmp_path, "--suite", "nope")
+    assert proc.returncode == 2
+    assert "unknown suite 'nope'" in proc.stderr
+    proc = _run_bench(tmp_path, "--providers", "oink,nope")
+    assert proc.returncode == 2
+    assert "unknown provider" in proc.stderr
