@@ -6,8 +6,9 @@ namespace oink::device {
 
 // Sum over aligned groups of `width` lanes (a power of two <= 32) by an xor butterfly.
 // Result: every lane of the group holds the same bits (a + b == b + a at each step).
-// Precondition: all 32 lanes of the warp call it (full-mask shuffles).
-__device__ __forceinline__ float group_sum(float v, int width) {
+// Precondition: all 32 lanes of the warp call it (full-mask shuffles). Acc: float or double.
+template <typename Acc>
+__device__ __forceinline__ Acc group_sum(Acc v, int width) {
   for (int offset = width / 2; offset > 0; offset /= 2) {
     v += __shfl_xor_sync(0xffffffffu, v, offset);
   }
@@ -16,9 +17,10 @@ __device__ __forceinline__ float group_sum(float v, int width) {
 
 // Sum over the `threads_per_row` consecutive threads that share a row (a power of two <= 1024).
 // Rows wider than a warp combine their warps' sums through `warp_sums` (>= blockDim.x / 32
-// floats) in warp order, so every thread of the row returns the same bits.
+// values) in warp order, so every thread of the row returns the same bits.
 // Precondition: every thread of the block calls it (it may contain a __syncthreads).
-__device__ __forceinline__ float row_sum(float v, int threads_per_row, float* warp_sums) {
+template <typename Acc>
+__device__ __forceinline__ Acc row_sum(Acc v, int threads_per_row, Acc* warp_sums) {
   if (threads_per_row <= 32) return group_sum(v, threads_per_row);
   v = group_sum(v, 32);
   const int warp = threadIdx.x / 32;
@@ -26,7 +28,7 @@ __device__ __forceinline__ float row_sum(float v, int threads_per_row, float* wa
   __syncthreads();
   const int warps_per_row = threads_per_row / 32;
   const int first = warp - warp % warps_per_row;
-  float total = 0.f;
+  Acc total = 0;
   for (int w = 0; w < warps_per_row; ++w) total += warp_sums[first + w];
   return total;
 }

@@ -4,6 +4,8 @@
 // c % threads_per_row of the row's thread group; each thread sums its chunks in increasing order,
 // and device::row_sum() combines the threads in a fixed tree. Both variants below follow exactly
 // this order, so a row's bits depend on (N, dtype) and its values only.
+#include <type_traits>
+
 #include "device/reduce.cuh"
 #include "device/vec.cuh"
 #include "kernels/launch.h"
@@ -25,6 +27,7 @@ struct KernelParams {
   int threads_per_row, rows_per_cta;
   float inv_cols;  // 1/N, rounded once on the host: a multiply instead of a division per row
   float eps;
+  double inv_cols_d;  // 1/N in float64, for float32 rows (see Acc below)
 };
 
 // T: x/out/residual element type; W: weight element type.
@@ -36,7 +39,12 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
   constexpr int kElems = 16 / sizeof(T);
   using XVec = Vec<T, kElems>;
   using WVec = Vec<W, kElems>;
-  __shared__ float warp_sums[32];
+  // Accumulation type. float32 rows sum, scale and multiply in float64 with one rounding at the
+  // end: with float32 math throughout, float32 outputs were 1-1.5 ulp worse than F.rms_norm's on
+  // the H200 (GUIDE §2 allows one ulp). 16-bit outputs keep float32: their final rounding (2^-9 or
+  // 2^-12) dwarfs float32 error, and they were within bounds in every sweep case.
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
+  __shared__ Acc warp_sums[32];
 
   const int lane = threadIdx.x & (p.threads_per_row - 1);
   const int64_t row = int64_t{blockIdx.x} * p.rows_per_cta + threadIdx.x / p.threads_per_row;
@@ -61,9 +69,16 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
     }
     return v;
   };
-  auto add_squares = [](const XVec& v, float acc) {
+  auto add_squares = [](const XVec& v, Acc acc) {
 #pragma unroll
-    for (int e = 0; e < kElems; ++e) acc = fmaf(to_float(v.v[e]), to_float(v.v[e]), acc);
+    for (int e = 0; e < kElems; ++e) {
+      const Acc f = to_float(v.v[e]);
+      if constexpr (std::is_same_v<Acc, double>) {
+        acc = fma(f, f, acc);
+      } else {
+        acc = fmaf(f, f, acc);
+      }
+    }
     return acc;
   };
   auto load_weight = [&](int64_t col) {
@@ -76,17 +91,24 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
     }
     return w;
   };
-  auto store_normalized = [&](int64_t col, const XVec& v, const WVec& w, float rstd) {
+  auto store_normalized = [&](int64_t col, const XVec& v, const WVec& w, Acc rstd) {
     XVec y;
 #pragma unroll
     for (int e = 0; e < kElems; ++e) {
-      y.v[e] = device::from_float<T>(to_float(v.v[e]) * rstd * to_float(w.v[e]));
+      y.v[e] =
+          device::from_float<T>(static_cast<float>(to_float(v.v[e]) * rstd * to_float(w.v[e])));
     }
     store_chunk<kVector, T, kElems>(out, col, n, y);
   };
-  // Correctly rounded rsqrt: rsqrtf's 2-ulp error made float32 outputs up to 1.5 ulp worse than
-  // F.rms_norm's on the H200 (GUIDE §2 allows one); once per row, so the cost is nil.
-  auto inv_rms = [&](float sum_sq) { return __frsqrt_rn(sum_sq * p.inv_cols + p.eps); };
+  // Once per row, so precision costs nothing: a correctly rounded rsqrt in float32 (rsqrtf's
+  // 2-ulp error showed in float32 outputs on the H200), float64 for float32 rows.
+  auto inv_rms = [&](Acc sum_sq) -> Acc {
+    if constexpr (std::is_same_v<Acc, double>) {
+      return rsqrt(sum_sq * p.inv_cols_d + static_cast<double>(p.eps));
+    } else {
+      return __frsqrt_rn(sum_sq * p.inv_cols + p.eps);
+    }
+  };
 
   if constexpr (kChunks > 0) {
     // Read once into registers, write once. Up to two chunks per thread the weight is loaded
@@ -95,7 +117,7 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
     constexpr bool kPrefetchWeight = kChunks <= 2;
     XVec v[kChunks];
     WVec w[kPrefetchWeight ? kChunks : 1];
-    float acc = 0.f;
+    Acc acc = 0;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int64_t chunk = lane + int64_t{i} * p.threads_per_row;
@@ -111,7 +133,7 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
         if (active && chunk < p.chunks_per_row) w[i] = load_weight(chunk * kElems);
       }
     }
-    const float rstd = inv_rms(device::row_sum(acc, p.threads_per_row, warp_sums));
+    const Acc rstd = inv_rms(device::row_sum(acc, p.threads_per_row, warp_sums));
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int64_t chunk = lane + int64_t{i} * p.threads_per_row;
@@ -127,13 +149,13 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
   } else {
     // Rows too long for registers: sum in pass 1, re-read (mostly from L2) and write in pass 2.
     // The fused op re-reads the residual this same thread just stored.
-    float acc = 0.f;
+    Acc acc = 0;
     if (active) {
       for (int64_t chunk = lane; chunk < p.chunks_per_row; chunk += p.threads_per_row) {
         acc = add_squares(load_source(chunk * kElems), acc);
       }
     }
-    const float rstd = inv_rms(device::row_sum(acc, p.threads_per_row, warp_sums));
+    const Acc rstd = inv_rms(device::row_sum(acc, p.threads_per_row, warp_sums));
     if (active) {
       const T* src = kFused ? res : x;
       for (int64_t chunk = lane; chunk < p.chunks_per_row; chunk += p.threads_per_row) {
@@ -210,7 +232,8 @@ cudaError_t launch_norm(const NormPlan& plan, const NormProblem& problem, const 
                             plan.threads_per_row,
                             plan.rows_per_cta,
                             1.0f / static_cast<float>(problem.cols),
-                            args.eps};
+                            args.eps,
+                            1.0 / static_cast<double>(problem.cols)};
   switch (problem.x_dtype) {
     case DType::kFloat32:
       return dispatch_weight<float>(plan, problem, params, stream);
