@@ -189,12 +189,7 @@ def markdown(
         "|---|---|---|---|---|---|",
     ]
     for s in summarize(records):
-        gm = f"{s['geomean_ratio']:.2f}" if s["geomean_ratio"] else "-"
-        mn = f"{s['min_ratio']:.2f} ({s['min_where']})" if "min_ratio" in s else "-"
-        pc = "-"
-        if "pct_ceiling_large_m" in s:
-            lo, hi = s["pct_ceiling_large_m"]
-            pc = f"{lo:.0f}-{hi:.0f}% (M={s['large_m']})"
+        gm, mn, pc = summary_cells(s, unit="", m_label="(M={})")
         lines.append(
             f"| {s['suite']} | {s['op']} | {s['oink_ok']}/{s['shapes']} | {gm} | {mn} | {pc} |"
         )
@@ -236,6 +231,17 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
+def summary_cells(s: dict, unit: str, m_label: str) -> tuple[str, str, str]:
+    """Geomean ratio, min ratio (where) and % of ceiling at the largest M of one summary row."""
+    gm = f"{s['geomean_ratio']:.2f}{unit}" if s["geomean_ratio"] else "-"
+    mn = f"{s['min_ratio']:.2f}{unit} ({s['min_where']})" if "min_ratio" in s else "-"
+    pc = "-"
+    if "pct_ceiling_large_m" in s:
+        lo, hi = s["pct_ceiling_large_m"]
+        pc = f"{lo:.0f}-{hi:.0f}% " + m_label.format(s["large_m"])
+    return gm, mn, pc
+
+
 def summary_text(env: dict, ceiling: dict, records: list[dict], out_dir: Path, status: str) -> str:
     where = env.get("gpu") or "CPU"
     lines = [
@@ -248,12 +254,7 @@ def summary_text(env: dict, ceiling: dict, records: list[dict], out_dir: Path, s
         f"{'suite':7} {'op':19} {'ok':>6} {'geomean':>8} {'min (where)':>40} {'%ceil@maxM':>14}"
     )
     for s in summarize(records):
-        gm = f"{s['geomean_ratio']:.2f}x" if s["geomean_ratio"] else "-"
-        mn = f"{s['min_ratio']:.2f}x ({s['min_where']})" if "min_ratio" in s else "-"
-        pc = "-"
-        if "pct_ceiling_large_m" in s:
-            lo, hi = s["pct_ceiling_large_m"]
-            pc = f"{lo:.0f}-{hi:.0f}% M={s['large_m']}"
+        gm, mn, pc = summary_cells(s, unit="x", m_label="M={}")
         ok = f"{s['oink_ok']}/{s['shapes']}"
         lines.append(f"{s['suite']:7} {s['op']:19} {ok:>6} {gm:>8} {mn:>40} {pc:>14}")
         per = ", ".join(f"{k} {v:.2f}x" for k, v in s["geomean_ratio_per_baseline"].items())
