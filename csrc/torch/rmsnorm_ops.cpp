@@ -113,7 +113,8 @@ std::string explain(std::string op, Tensor x, std::optional<Tensor> weight,
   const NormProblem problem =
       check_norm_inputs(norm_op, x, weight, residual ? &*residual : nullptr, eps);
   // rmsnorm's output is a fresh allocation with x's strides: assume the allocator's alignment.
-  return describe(make_plan(problem, device_info_of(x)), problem, device_info_of(x));
+  const DeviceInfo device = device_info_of(x);
+  return describe(make_plan(problem, device), problem, device);
 }
 
 }  // namespace
