@@ -5,6 +5,7 @@
 #
 #   tools/gpu_run.sh [STAGE ...]     stages: build test sanitize kernels bench   (default: all)
 #   BENCH_ARGS="--suite decode,dsv3,quack --op all" tools/gpu_run.sh bench
+#   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
 # sanitizer.log, kernels.txt and bench.tar.gz.
@@ -40,7 +41,8 @@ if has_stage test; then
   start=$SECONDS
   # One process: with 8 pytest-xdist workers the largest sweep cases ran the 141 GB card out of
   # memory (2026-11-30); serially the suite takes about 5 minutes.
-  python3 -m pytest tests/python -q -p no:cacheprovider >"$OUT/tests.log" 2>&1
+  python3 -m pytest tests/python -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} \
+    >"$OUT/tests.log" 2>&1
   rc=$?
   note "tests: rc=$rc ($((SECONDS - start)) s): $(tail -1 "$OUT/tests.log")"
   grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20 | tee -a "$SUMMARY"

@@ -28,7 +28,52 @@ bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
   return true;
 }
 
+// The streamed schedule pays a shared-memory round trip per chunk to keep several rows in
+// flight; that only pays when CTAs get more than one row group each, i.e. past one group per SM.
+bool enough_rows_to_stream(int64_t groups, const DeviceInfo& device) {
+  return groups > device.sm_count;
+}
+
+struct StreamedShape {
+  int stages = 0;
+  int smem_bytes = 0;
+  int ctas_per_sm = 0;
+};
+
+// Stages and residency of a streamed plan: the stage count that keeps the most bytes in flight
+// per SM ((stages - 1) groups loading while one is computed), fewest stages on ties. Empty
+// (stages == 0) when two stages do not fit in one CTA's shared memory.
+StreamedShape streamed_shape(const NormProblem& p, const DeviceInfo& d, int chunks_per_thread,
+                             int block_threads) {
+  StreamedShape best;
+  int64_t best_in_flight = 0;
+  const int64_t stage_bytes = streamed_smem_bytes(p, chunks_per_thread, block_threads, 1) -
+                              streamed_smem_bytes(p, chunks_per_thread, block_threads, 0);
+  for (int stages = kMinStages; stages <= kMaxStages; ++stages) {
+    const int64_t smem = streamed_smem_bytes(p, chunks_per_thread, block_threads, stages);
+    if (smem > d.max_smem_per_block) break;
+    int64_t ctas = d.max_threads_per_sm / block_threads;
+    if (ctas > d.max_blocks_per_sm) ctas = d.max_blocks_per_sm;
+    const int64_t by_smem = d.max_smem_per_sm / (smem + d.reserved_smem_per_block);
+    if (by_smem < ctas) ctas = by_smem;
+    const int64_t in_flight = ctas * (stages - 1) * stage_bytes;
+    if (ctas > 0 && in_flight > best_in_flight) {
+      best_in_flight = in_flight;
+      best = {stages, static_cast<int>(smem), static_cast<int>(ctas)};
+    }
+  }
+  return best;
+}
+
 }  // namespace
+
+int64_t streamed_smem_bytes(const NormProblem& p, int chunks_per_thread, int block_threads,
+                            int stages) {
+  const int64_t slots = int64_t{chunks_per_thread} * block_threads;  // 16-byte slots per stream
+  const int streams = p.op == NormOp::kFusedAddRmsNorm ? 2 : 1;
+  const int weight_pieces = p.has_weight ? dtype_size(p.w_dtype) / dtype_size(p.x_dtype) : 0;
+  return 16 * slots * (weight_pieces + int64_t{stages} * streams);
+}
 
 const char* variant_name(KernelVariant v) {
   switch (v) {
@@ -38,6 +83,8 @@ const char* variant_name(KernelVariant v) {
       return "row_in_registers";
     case KernelVariant::kTwoPass:
       return "two_pass";
+    case KernelVariant::kStreamed:
+      return "streamed";
   }
   return "?";
 }
@@ -50,7 +97,7 @@ int threads_per_row_for(int64_t cols, DType x_dtype) {
   return static_cast<int>(threads < kMaxThreadsPerRow ? threads : kMaxThreadsPerRow);
 }
 
-NormPlan make_plan(const NormProblem& p, const DeviceInfo& device) {
+NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchOptions& options) {
   NormPlan plan;
   plan.chunk_elems = 16 / dtype_size(p.x_dtype);
   plan.chunks_per_row = ceil_div(p.cols, plan.chunk_elems);
@@ -61,26 +108,39 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device) {
   } else {
     plan.threads_per_row = threads_per_row_for(p.cols, p.x_dtype);
     plan.vector_io = aligned_for_vectors(p, plan.chunk_elems);
+    plan.rows_per_cta =
+        plan.threads_per_row >= kSharedCtaThreads ? 1 : kSharedCtaThreads / plan.threads_per_row;
+    plan.block_threads = plan.threads_per_row * plan.rows_per_cta;
+    const int64_t groups = ceil_div(p.rows, plan.rows_per_cta);
+    plan.grid = groups;
     const int64_t needed = ceil_div(plan.chunks_per_row, plan.threads_per_row);
     const int capacity = plan.vector_io ? kMaxChunksPerThread : kMaxChunksPerThreadElementwise;
-    if (needed <= capacity) {
+    const StreamedShape streamed =
+        plan.vector_io && enough_rows_to_stream(groups, device)
+            ? streamed_shape(p, device, static_cast<int>(needed), plan.block_threads)
+            : StreamedShape{};
+    if (streamed.stages > 0) {
+      plan.variant = KernelVariant::kStreamed;
+      plan.chunks_per_thread = static_cast<int>(needed);
+      plan.stages = streamed.stages;
+      plan.smem_bytes = streamed.smem_bytes;
+      const int64_t resident = int64_t{device.sm_count} * streamed.ctas_per_sm;
+      plan.grid = groups < resident ? groups : resident;
+    } else if (needed <= capacity) {
       plan.variant = KernelVariant::kRowInRegisters;
       plan.chunks_per_thread = static_cast<int>(next_pow2(needed));
     } else {
       plan.variant = KernelVariant::kTwoPass;
     }
-    plan.rows_per_cta =
-        plan.threads_per_row >= kSharedCtaThreads ? 1 : kSharedCtaThreads / plan.threads_per_row;
-    plan.block_threads = plan.threads_per_row * plan.rows_per_cta;
-    plan.grid = ceil_div(p.rows, plan.rows_per_cta);
+    plan.use_pdl = options.allow_pdl && device.cc_major >= 9;
   }
 
-  const std::string broken = plan_violation(plan, p);
+  const std::string broken = plan_violation(plan, p, device);
   if (!broken.empty()) throw std::logic_error("oink planner bug: " + broken);
   return plan;
 }
 
-std::string plan_violation(const NormPlan& plan, const NormProblem& p) {
+std::string plan_violation(const NormPlan& plan, const NormProblem& p, const DeviceInfo& device) {
   if (plan.chunk_elems * dtype_size(p.x_dtype) != 16) return "chunk is not 16 bytes";
   if (plan.chunks_per_row * plan.chunk_elems < p.cols) return "chunks do not cover the row";
   if (plan.variant == KernelVariant::kCpu) {
@@ -100,15 +160,35 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p) {
   if (plan.vector_io && !aligned_for_vectors(p, plan.chunk_elems)) {
     return "vector_io needs 16-byte aligned pointers, strides and N";
   }
+  if (plan.use_pdl && device.cc_major < 9) return "PDL needs sm_90 or newer";
+  const int c = plan.chunks_per_thread;
+  const bool streamed = plan.variant == KernelVariant::kStreamed;
+  if (streamed != (plan.stages != 0) || streamed != (plan.smem_bytes != 0)) {
+    return "stages and smem_bytes belong to the streamed variant only";
+  }
   if (plan.variant == KernelVariant::kRowInRegisters) {
-    const int c = plan.chunks_per_thread;
     if (c != 1 && c != 2 && c != 4) return "chunks_per_thread must be 1, 2 or 4";
     if (!plan.vector_io && c > kMaxChunksPerThreadElementwise) return "element-wise I/O spills";
     if (static_cast<int64_t>(c) * tpr < plan.chunks_per_row) return "registers do not hold the row";
-  } else if (plan.chunks_per_thread != 0) {
-    return "only row_in_registers keeps chunks in registers";
+  } else if (streamed) {
+    if (!plan.vector_io) return "the streamed variant needs vector I/O";
+    if (static_cast<int64_t>(c - 1) * tpr >= plan.chunks_per_row ||
+        static_cast<int64_t>(c) * tpr < plan.chunks_per_row) {
+      return "streamed chunks_per_thread must be ceil(chunks_per_row / threads_per_row)";
+    }
+    if (plan.stages < kMinStages || plan.stages > kMaxStages) return "stages must be in [2, 4]";
+    if (plan.smem_bytes != streamed_smem_bytes(p, c, plan.block_threads, plan.stages)) {
+      return "smem_bytes does not match the streamed layout";
+    }
+    if (plan.smem_bytes > device.max_smem_per_block) return "shared memory exceeds the device's";
+    if (plan.grid > ceil_div(p.rows, plan.rows_per_cta)) return "more CTAs than row groups";
+  } else if (c != 0) {
+    return "only row_in_registers and streamed keep chunks per thread";
   }
-  if (plan.grid * plan.rows_per_cta < p.rows) return "grid does not cover every row";
+  if (!streamed && plan.grid != ceil_div(p.rows, plan.rows_per_cta)) {
+    return "non-persistent plans have one CTA per row group";
+  }
+  if (plan.grid < 1 && p.rows > 0) return "grid does not cover every row";
   if (plan.grid > 0x7fffffff) return "grid exceeds the CUDA limit";
   return "";
 }
@@ -127,6 +207,7 @@ std::string describe(const NormPlan& plan, const NormProblem& p, const DeviceInf
        " chunks_per_thread=" + to_string(plan.chunks_per_thread) +
        " rows_per_cta=" + to_string(plan.rows_per_cta) +
        " block_threads=" + to_string(plan.block_threads) + " grid=" + to_string(plan.grid) +
+       " stages=" + to_string(plan.stages) + " smem_bytes=" + to_string(plan.smem_bytes) +
        " pdl=" + to_string(plan.use_pdl);
   return s;
 }

@@ -19,6 +19,7 @@ enum class KernelVariant : uint8_t {
   kCpu,             // host loop, one row per task
   kRowInRegisters,  // CUDA: the row is read once into registers, written once
   kTwoPass,  // CUDA: rows too long for registers: pass 1 sums, pass 2 re-reads (L2) and writes
+  kStreamed,  // CUDA: persistent CTAs keep `stages` rows in flight in shared memory (cp.async)
 };
 
 const char* variant_name(KernelVariant v);
@@ -29,6 +30,9 @@ const char* variant_name(KernelVariant v);
 inline constexpr int kMaxChunksPerThread = 4;
 inline constexpr int kMaxChunksPerThreadElementwise = 2;
 inline constexpr int kMaxThreadsPerRow = 1024;
+// The streamed kernel keeps 2 to 4 row groups in flight per CTA (cp.async.wait_group immediates).
+inline constexpr int kMinStages = 2;
+inline constexpr int kMaxStages = 4;
 
 struct NormPlan {
   KernelVariant variant = KernelVariant::kCpu;
@@ -36,11 +40,15 @@ struct NormPlan {
   int64_t chunks_per_row = 0;  // ceil(N / chunk_elems)
   bool vector_io = false;   // chunks move as 16-byte vectors (every pointer, stride and N aligned)
   int threads_per_row = 1;  // a power of two; depends on (N, dtype) only
-  int chunks_per_thread = 0;  // register capacity for kRowInRegisters (1, 2 or 4); 0 otherwise
-  int rows_per_cta = 1;
+  // kRowInRegisters: register capacity (1, 2 or 4); kStreamed: shared-memory slots per thread
+  // and stream (ceil(chunks_per_row / threads_per_row)); 0 for kTwoPass.
+  int chunks_per_thread = 0;
+  int rows_per_cta = 1;   // rows that share one CTA (a row group)
   int block_threads = 1;  // threads_per_row * rows_per_cta
-  int64_t grid = 0;       // CTAs (CUDA) or tasks (CPU)
-  bool use_pdl = false;   // programmatic dependent launch (tuned in a later step; off for now)
+  int64_t grid = 0;       // CTAs (CUDA) or tasks (CPU); kStreamed: persistent, <= row groups
+  int stages = 0;         // kStreamed: row groups in flight per CTA; 0 otherwise
+  int smem_bytes = 0;     // dynamic shared memory per CTA (kStreamed)
+  bool use_pdl = false;   // programmatic dependent launch (sm_90+, unless the caller opts out)
 };
 
 // Threads that share one row of `cols` elements of `x_dtype`: the batch-invariant part of the plan.
@@ -48,10 +56,16 @@ int threads_per_row_for(int64_t cols, DType x_dtype);
 
 // Pure function of its inputs. Throws std::logic_error if the plan it built breaks an invariant
 // (a bug in the planner, never a user error: inputs are validated before planning).
-NormPlan make_plan(const NormProblem& problem, const DeviceInfo& device);
+NormPlan make_plan(const NormProblem& problem, const DeviceInfo& device,
+                   const LaunchOptions& options = {});
+
+// Dynamic shared memory of a streamed plan: the weight slots plus `stages` stages.
+int64_t streamed_smem_bytes(const NormProblem& problem, int chunks_per_thread, int block_threads,
+                            int stages);
 
 // Empty if `plan` is consistent with `problem`, otherwise the first broken invariant.
-std::string plan_violation(const NormPlan& plan, const NormProblem& problem);
+std::string plan_violation(const NormPlan& plan, const NormProblem& problem,
+                           const DeviceInfo& device);
 
 // One line, `key=value` pairs, readable and parsed by oink.explain().
 std::string describe(const NormPlan& plan, const NormProblem& problem, const DeviceInfo& device);

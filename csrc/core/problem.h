@@ -38,9 +38,17 @@ struct DeviceInfo {
   int cc_minor = 0;
   int sm_count = 0;
   int max_threads_per_sm = 2048;
+  int max_blocks_per_sm = 32;
   int max_smem_per_block = 48 * 1024;  // opt-in limit, bytes
+  int max_smem_per_sm = 0;             // bytes; 0: unknown (no shared-memory schedules)
+  int reserved_smem_per_block = 1024;  // bytes the driver keeps per resident CTA
 
   bool is_cuda() const { return cc_major > 0; }
+};
+
+// Caller's choices that are not properties of the call or the device (oink.set_pdl()).
+struct LaunchOptions {
+  bool allow_pdl = true;  // programmatic dependent launch where the device has it (sm_90+)
 };
 
 // Alignment helper for the binding: largest power of two dividing `address`, capped at 256.

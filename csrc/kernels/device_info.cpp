@@ -26,7 +26,10 @@ DeviceInfo cuda_device_info(int index) {
     info.cc_minor = prop.minor;
     info.sm_count = prop.multiProcessorCount;
     info.max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
+    info.max_blocks_per_sm = prop.maxBlocksPerMultiProcessor;
     info.max_smem_per_block = static_cast<int>(prop.sharedMemPerBlockOptin);
+    info.max_smem_per_sm = static_cast<int>(prop.sharedMemPerMultiprocessor);
+    info.reserved_smem_per_block = static_cast<int>(prop.reservedSharedMemPerBlock);
   }
   return info;
 }

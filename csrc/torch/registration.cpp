@@ -11,4 +11,7 @@ STABLE_TORCH_LIBRARY(oink, m) {
   m.def(
       "explain(str op, Tensor x, Tensor? weight=None, Tensor? residual=None, float eps=1e-6) -> "
       "str");
+  // Whether later launches may use programmatic dependent launch (default true; sm_90+ only).
+  // Returns the previous setting. A process-wide choice, read when a call is planned.
+  m.def("set_pdl(bool enabled) -> bool");
 }

@@ -7,6 +7,7 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include <algorithm>
+#include <atomic>
 #include <stdexcept>
 #include <string>
 
@@ -23,6 +24,15 @@
 
 namespace oink {
 namespace {
+
+// Process-wide launch options (oink.set_pdl). Read once per call, at launch (or capture) time.
+std::atomic<bool> g_allow_pdl{true};
+
+LaunchOptions launch_options() {
+  LaunchOptions options;
+  options.allow_pdl = g_allow_pdl.load(std::memory_order_relaxed);
+  return options;
+}
 
 DeviceInfo device_info_of(const Tensor& x) {
   if (x.is_cpu()) return DeviceInfo{};
@@ -50,7 +60,7 @@ Tensor empty_like_strided(const Tensor& x) {
 void run(const NormProblem& problem, const NormArgs& args, const Tensor& x) {
   if (problem.rows == 0 || problem.cols == 0) return;
   const DeviceInfo device = device_info_of(x);
-  const NormPlan plan = make_plan(problem, device);
+  const NormPlan plan = make_plan(problem, device, launch_options());
   if (plan.variant == KernelVariant::kCpu) {
     // Enough elements per task that scheduling costs stay small next to the work.
     const int64_t grain = std::max<int64_t>(1, 32768 / problem.cols);
@@ -114,10 +124,17 @@ std::string explain(std::string op, Tensor x, std::optional<Tensor> weight,
       check_norm_inputs(norm_op, x, weight, residual ? &*residual : nullptr, eps);
   // rmsnorm's output is a fresh allocation with x's strides: assume the allocator's alignment.
   const DeviceInfo device = device_info_of(x);
-  return describe(make_plan(problem, device), problem, device);
+  return describe(make_plan(problem, device, launch_options()), problem, device);
 }
 
+bool set_pdl(bool enabled) { return g_allow_pdl.exchange(enabled); }
+
 }  // namespace
+
+// No tensor arguments: one kernel for every dispatch key.
+STABLE_TORCH_LIBRARY_IMPL(oink, CompositeExplicitAutograd, m) {
+  m.impl("set_pdl", TORCH_BOX(&set_pdl));
+}
 
 STABLE_TORCH_LIBRARY_IMPL(oink, CPU, m) {
   m.impl("rmsnorm", TORCH_BOX(&rmsnorm));

@@ -24,6 +24,6 @@ def _load_extension() -> None:
 _load_extension()
 
 from oink import _fake  # noqa: E402,F401  (registers the fake kernels)
-from oink.ops import Plan, explain, fused_add_rms_norm, rmsnorm  # noqa: E402
+from oink.ops import Plan, explain, fused_add_rms_norm, rmsnorm, set_pdl  # noqa: E402
 
-__all__ = ["Plan", "__version__", "explain", "fused_add_rms_norm", "rmsnorm"]
+__all__ = ["Plan", "__version__", "explain", "fused_add_rms_norm", "rmsnorm", "set_pdl"]

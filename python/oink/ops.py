@@ -31,7 +31,7 @@ class Plan:
     dtypes, N, M, strides and alignment (never of environment variables)."""
 
     op: str
-    variant: str  # row_in_registers | two_pass | cpu
+    variant: str  # row_in_registers | streamed | two_pass | cpu
     device: str  # sm_90, sm_100, ... or cpu
     x_dtype: str
     weight_dtype: str
@@ -41,11 +41,13 @@ class Plan:
     chunk_elems: int  # elements of x per 16-byte chunk: the unit a thread owns
     vector_io: bool  # chunks move as 16-byte vectors
     threads_per_row: int
-    chunks_per_thread: int  # register capacity per thread (0: two-pass)
+    chunks_per_thread: int  # registers (row_in_registers) or shared-memory slots (streamed)
     rows_per_cta: int
     block_threads: int
     grid: int
     pdl: bool
+    stages: int = 0  # streamed: row groups in flight per CTA
+    smem_bytes: int = 0  # streamed: dynamic shared memory per CTA
     ld_residual: int | None = None
 
     @classmethod
@@ -71,6 +73,11 @@ class Plan:
             f"  x {self.x_dtype}, weight {self.weight_dtype}, M={self.M}, N={self.N}, "
             f"row stride {self.ld_x}",
         ]
+        if self.variant == "streamed":
+            lines += [
+                f"  persistent: {self.stages} row groups in flight per CTA through shared memory "
+                f"({self.smem_bytes} bytes per CTA)"
+            ]
         if self.variant != "cpu":
             lines += [
                 f"  grid {self.grid} CTAs x {self.block_threads} threads "
@@ -79,6 +86,14 @@ class Plan:
                 f"{self.chunk_elems} elements; I/O: {io}; PDL {'on' if self.pdl else 'off'}",
             ]
         return "\n".join(lines)
+
+
+def set_pdl(enabled: bool) -> bool:
+    """Whether later CUDA launches may use programmatic dependent launch (sm_90+; on by default):
+    each kernel waits for the preceding one in the stream before touching memory, and lets the
+    next one launch early. Process-wide, read when a call is planned (so a CUDA graph keeps the
+    setting it was captured with). Returns the previous setting."""
+    return bool(torch.ops.oink.set_pdl.default(bool(enabled)))
 
 
 def explain(

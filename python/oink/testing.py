@@ -106,3 +106,10 @@ def ulp(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def mantissa_bits(dtype: torch.dtype) -> int:
     return {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23}[dtype]
+
+
+def schedule_test_rows(n: int) -> int:
+    """Rows enough that an aligned [M, n] CUDA batch takes the streamed schedule (more row groups
+    than SMs; short rows share CTAs of 128 threads) while staying small: 2 groups per SM + 3."""
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return 2 * sms * max(1, 8192 // n) + 3

@@ -35,8 +35,29 @@ constexpr int64_t kCols[] = {1,    7,    64,   111,  128,   500,   1024,  1536, 
                              5120, 6144, 7168, 8192, 12288, 16384, 32768, 65536, 131072, 262144};
 constexpr int64_t kRows[] = {0, 1, 2, 3, 17, 255, 256, 4097, int64_t{1} << 20};
 
-// An H100/H200: sm_90, 132 SMs, 2048 threads per SM, 227 KiB of opt-in shared memory per block.
-DeviceInfo hopper() { return DeviceInfo{9, 0, 132, 2048, 232448}; }
+// An H100/H200: sm_90, 132 SMs, 2048 threads and 32 CTAs per SM, 227 KiB of opt-in shared
+// memory per block, 228 KiB per SM, 1 KiB reserved per CTA.
+DeviceInfo hopper() {
+  DeviceInfo d;
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.sm_count = 132;
+  d.max_threads_per_sm = 2048;
+  d.max_blocks_per_sm = 32;
+  d.max_smem_per_block = 232448;
+  d.max_smem_per_sm = 233472;
+  d.reserved_smem_per_block = 1024;
+  return d;
+}
+
+DeviceInfo ampere() {
+  DeviceInfo d = hopper();
+  d.cc_major = 8;
+  d.sm_count = 108;
+  d.max_smem_per_block = 166912;
+  d.max_smem_per_sm = 167936;
+  return d;
+}
 
 NormProblem problem(DType x, Weight w, NormOp op, int64_t n, int64_t m, const Layout& l) {
   NormProblem p;
@@ -117,7 +138,8 @@ TEST(MakePlan, NeverThrowsOnTheGrid) {
 
 TEST(MakePlan, PlansKeepTheirInvariants) {
   for_each_case([](const Case& c) -> const char* {
-    return plan_violation(c.plan, c.problem).empty() ? nullptr : "plan_violation is not empty";
+    return plan_violation(c.plan, c.problem, c.device).empty() ? nullptr
+                                                               : "plan_violation is not empty";
   });
 }
 
@@ -135,11 +157,58 @@ TEST(MakePlan, GridCoversEveryRowAndRowsPerCtaIgnoresM) {
   for_each_case([&](const Case& c) -> const char* {
     const int64_t m = c.problem.rows, rpc = c.plan.rows_per_cta;
     if (rpc < 1) return "rows_per_cta < 1";
-    if (c.plan.grid * rpc < m) return "grid * rows_per_cta < M";
-    if (c.plan.grid != (m + rpc - 1) / rpc) return "grid launches CTAs without rows";
+    const int64_t groups = (m + rpc - 1) / rpc;
+    if (c.plan.variant == KernelVariant::kStreamed) {
+      // Persistent CTAs loop over row groups: at least one, never more CTAs than groups.
+      if (c.plan.grid < 1 || c.plan.grid > groups) return "streamed grid outside [1, groups]";
+    } else if (c.plan.grid != groups) {
+      return "grid is not one CTA per row group";
+    }
     const auto it = rows_per_cta.emplace(c.group, c.plan.rows_per_cta).first;
     return it->second == c.plan.rows_per_cta ? nullptr : "rows_per_cta changed with M";
   });
+}
+
+TEST(MakePlan, StreamedExactlyForAlignedBatchesBeyondOneGroupPerSm) {
+  for_each_case([](const Case& c) -> const char* {
+    if (!c.device.is_cuda()) return nullptr;
+    const NormPlan& plan = c.plan;
+    const bool streamed = plan.variant == KernelVariant::kStreamed;
+    const int64_t groups = (c.problem.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
+    if (streamed && (!plan.vector_io || groups <= c.device.sm_count)) return "streamed too early";
+    if (streamed && plan.smem_bytes > c.device.max_smem_per_block) return "smem over the limit";
+    // Every aligned 16-bit row up to 16384 (two stages of x, weight slots) fits the Hopper limit.
+    const bool should = plan.vector_io && groups > c.device.sm_count &&
+                        c.problem.cols <= 16384 && dtype_size(c.problem.x_dtype) == 2;
+    return should && !streamed ? "not streamed where it fits" : nullptr;
+  });
+}
+
+TEST(MakePlan, StreamedKeepsRowsInFlight) {
+  // bf16 N=7168, M=65536: 512-thread CTAs, two 16-byte chunks per thread.
+  NormProblem p = problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 7168, 65536,
+                          kLayouts[0]);
+  const NormPlan plan = make_plan(p, hopper());
+  ASSERT_EQ(plan.variant, KernelVariant::kStreamed);
+  EXPECT_EQ(plan.chunks_per_thread, 2);
+  EXPECT_GE(plan.stages, 2);
+  const int64_t ctas_per_sm = plan.grid / hopper().sm_count;
+  EXPECT_GE(ctas_per_sm, 2);
+  EXPECT_EQ(plan.grid % hopper().sm_count, 0);
+  // Bytes in flight per SM: at least 64 KiB, the HBM latency x bandwidth share of one SM.
+  const int64_t stage_bytes = 16 * 2 * 512;
+  EXPECT_GE(ctas_per_sm * (plan.stages - 1) * stage_bytes, 64 * 1024);
+}
+
+TEST(MakePlan, PdlFollowsOptionsAndCapability) {
+  const NormProblem p = problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 7168, 1,
+                                kLayouts[0]);
+  EXPECT_TRUE(make_plan(p, hopper()).use_pdl);
+  LaunchOptions off;
+  off.allow_pdl = false;
+  EXPECT_FALSE(make_plan(p, hopper(), off).use_pdl);
+  EXPECT_FALSE(make_plan(p, ampere()).use_pdl);
+  EXPECT_FALSE(make_plan(p, DeviceInfo{}).use_pdl);
 }
 
 TEST(MakePlan, VectorIoExactlyWhenAligned) {
@@ -226,7 +295,7 @@ TEST(PlanViolation, CatchesBrokenPlans) {
        [](NormPlan& p) { p.vector_io = true; }},
       {"aligned plan used on an unaligned base", bf16(4096, 17), bf16(4096, 17, 2), gpu,
        [](NormPlan&) {}},
-      {"grid one CTA short", bf16(4096, 4097), bf16(4096, 4097), gpu,
+      {"grid one CTA short", bf16(4096, 17), bf16(4096, 17), gpu,
        [](NormPlan& p) { p.grid -= 1; }},
       {"plan for M=1 used for M=4097", bf16(4096, 1), bf16(4096, 4097), gpu, [](NormPlan&) {}},
       {"registers do not hold the row", bf16(4096, 17), bf16(4096, 17), gpu,
@@ -240,12 +309,26 @@ TEST(PlanViolation, CatchesBrokenPlans) {
       {"chunk not 16 bytes", bf16(4096, 17), bf16(4096, 17), gpu,
        [](NormPlan& p) { p.chunk_elems = 4; }},
       {"cpu plan for another M", bf16(4096, 17), bf16(4096, 18), cpu, [](NormPlan&) {}},
+      {"streamed with 5 stages", bf16(4096, 4097), bf16(4096, 4097), gpu,
+       [](NormPlan& p) { p.stages = 5; }},
+      {"streamed smem not matching its layout", bf16(4096, 4097), bf16(4096, 4097), gpu,
+       [](NormPlan& p) { p.smem_bytes -= 16; }},
+      {"streamed plan used on an unaligned base", bf16(4096, 4097), bf16(4096, 4097, 2), gpu,
+       [](NormPlan&) {}},
+      {"streamed with too few slots", bf16(4096, 4097), bf16(4096, 4097), gpu,
+       [](NormPlan& p) { p.chunks_per_thread = 1; }},
+      {"stages on a register plan", bf16(4096, 17), bf16(4096, 17), gpu,
+       [](NormPlan& p) { p.stages = 2; }},
+      {"more CTAs than row groups", bf16(4096, 4097), bf16(4096, 4097), gpu,
+       [](NormPlan& p) { p.grid = 4098; }},
+      {"PDL below sm_90", bf16(4096, 17), bf16(4096, 17), ampere(),
+       [](NormPlan& p) { p.use_pdl = true; }, "PDL"},
   };
   for (const Broken& b : cases) {
     NormPlan plan = make_plan(b.made_for, b.device);
-    ASSERT_EQ(plan_violation(plan, b.made_for), "") << b.what;
+    ASSERT_EQ(plan_violation(plan, b.made_for, b.device), "") << b.what;
     b.mutate(plan);
-    const std::string why = plan_violation(plan, b.used_for);
+    const std::string why = plan_violation(plan, b.used_for, b.device);
     EXPECT_NE(why, "") << b.what;
     EXPECT_NE(why.find(b.mentions), std::string::npos) << b.what << ": " << why;
   }

@@ -10,10 +10,11 @@ from oink.testing import (
     SHAPES_N,
     fused_add_reference,
     padded_rows,
+    schedule_test_rows,
     untouched_padding,
 )
 
-from conftest import DEVICES, within_budget
+from conftest import DEVICES, requires_cuda, within_budget
 from numerics import assert_close_to_reference, torch_rmsnorm
 
 EPS = 1e-5
@@ -84,3 +85,33 @@ def test_batch_invariance(device, n, gen):
     oink.fused_add_rms_norm(x, residual, w, EPS)
     oink.fused_add_rms_norm(x1, r1, w, EPS)
     assert torch.equal(x1[0], x[k]) and torch.equal(r1[0], residual[k])
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("n", [64, 4096, 7168, 16384])
+@pytest.mark.parametrize("pdl", [True, False])
+def test_streamed_schedule_gives_the_register_bits(dtype, n, pdl, gen):
+    """A large aligned batch (streamed, persistent CTAs) and single rows (registers) agree
+    bitwise on both outputs, with and without PDL."""
+    m = schedule_test_rows(n)
+    w = torch.randn(n, generator=gen).to(dtype).to("cuda")
+    x = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
+    residual = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
+    rows = (0, m // 2, m - 1)
+    singles = [(x[k : k + 1].clone(), residual[k : k + 1].clone()) for k in rows]
+    x_in, r_in = x.clone(), residual.clone()
+    previous = oink.set_pdl(pdl)
+    try:
+        assert oink.explain(x, w, op="fused_add_rms_norm").variant == "streamed"
+        oink.fused_add_rms_norm(x, residual, w, EPS)
+        for x1, r1 in singles:
+            oink.fused_add_rms_norm(x1, r1, w, EPS)
+    finally:
+        oink.set_pdl(previous)
+    for k, (x1, r1) in zip(rows, singles, strict=True):
+        assert torch.equal(x1[0], x[k]) and torch.equal(r1[0], residual[k])
+    new_residual, ref = fused_add_reference(x_in, r_in, w, EPS)
+    assert torch.equal(residual, new_residual)
+    assert torch.equal(x, oink.rmsnorm(residual, w, EPS))
+    assert_close_to_reference(x, ref, torch_rmsnorm(new_residual, w, EPS), dtype)

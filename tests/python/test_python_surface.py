@@ -35,10 +35,14 @@ def test_explain_describes_the_plan(device):
     if device == "cpu":
         assert plan.variant == "cpu"
     else:
-        assert plan.variant == "row_in_registers" and plan.vector_io
-        assert plan.grid * plan.rows_per_cta >= 4097
-        # Batch invariance: the row's thread layout does not depend on M.
-        assert oink.explain(x[:1], w).threads_per_row == plan.threads_per_row
+        # A large aligned batch streams rows through shared memory in persistent CTAs; one row
+        # keeps it in registers. The row's thread layout (batch invariance) is the same.
+        assert plan.variant == "streamed" and plan.vector_io and plan.stages >= 2
+        assert 1 <= plan.grid <= 4097 and plan.smem_bytes > 0
+        alone = oink.explain(x[:1], w)
+        assert alone.variant == "row_in_registers" and alone.grid == 1
+        assert alone.threads_per_row == plan.threads_per_row
+        assert "persistent" in str(plan)
         # An unaligned base pointer keeps the plan's layout but moves element by element.
         flat = torch.empty(4096 * 3 + 1, dtype=torch.bfloat16, device=device)
         unaligned = flat[1:].view(3, 4096)
@@ -53,3 +57,20 @@ def test_explain_fused_and_bad_op(device):
     assert plan.op == "fused_add_rms_norm" and plan.ld_residual == 1024
     with pytest.raises(ValueError, match="argument 'op'"):
         oink.explain(x, w, op="layernorm")
+
+
+def test_set_pdl_round_trips_and_reaches_the_plan():
+    previous = oink.set_pdl(False)
+    try:
+        assert oink.set_pdl(False) is False
+        if torch.cuda.is_available():
+            x = torch.randn(1, 4096, dtype=torch.bfloat16, device="cuda")
+            assert not oink.explain(x).pdl
+            oink.set_pdl(True)
+            hopper = torch.cuda.get_device_capability() >= (9, 0)
+            assert oink.explain(x).pdl == hopper  # PDL exists from sm_90 on
+        assert oink.set_pdl(True) in (True, False)
+    finally:
+        oink.set_pdl(previous)
+    # On the CPU there is nothing to launch: never PDL.
+    assert not oink.explain(torch.randn(2, 64)).pdl

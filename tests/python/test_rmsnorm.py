@@ -11,6 +11,7 @@ from oink.testing import (
     SHAPES_N,
     padded_rows,
     rmsnorm_reference,
+    schedule_test_rows,
     untouched_padding,
 )
 
@@ -109,6 +110,36 @@ def test_batch_invariance(device, combo, n, gen):
     k = int(torch.randint(m, (1,), generator=gen))
     alone = batch[k : k + 1].clone()
     assert torch.equal(oink.rmsnorm(alone, w, EPS)[0], oink.rmsnorm(batch, w, EPS)[k])
+
+
+@requires_cuda
+@pytest.mark.parametrize("combo", DTYPE_COMBOS, ids=combo_id)
+@pytest.mark.parametrize("n", [64, 1024, 4096, 7168, 16384, 32768])
+@pytest.mark.parametrize("pdl", [True, False])
+def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
+    """The registers schedule (one row), the streamed one (aligned batch) and the element-wise
+    one (unaligned batch) give a row the same bits, with and without PDL; and stay within the
+    float64 bounds."""
+    dtype, wdtype = combo
+    m = schedule_test_rows(n)
+    w = make_weight(n, wdtype, "cuda", gen)
+    batch = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
+    previous = oink.set_pdl(pdl)
+    try:
+        plans = {oink.explain(batch[:1], w).variant, oink.explain(batch, w).variant}
+        y = oink.rmsnorm(batch, w, EPS)
+        unaligned = padded_rows(m, n, dtype, "cuda", pad=1, offset=1)
+        unaligned.copy_(batch)
+        plans.add(oink.explain(unaligned, w).variant)
+        y_unaligned = oink.rmsnorm(unaligned, w, EPS)
+        for k in (0, m // 2, m - 1):
+            alone = oink.rmsnorm(batch[k : k + 1].clone(), w, EPS)
+            assert torch.equal(alone[0], y[k]) and torch.equal(y_unaligned[k], y[k])
+    finally:
+        oink.set_pdl(previous)
+    assert plans >= {"row_in_registers", "streamed"} or n > 16384
+    ref = rmsnorm_reference(batch, w, EPS)
+    assert_close_to_reference(y, ref, torch_rmsnorm(batch, w, EPS), dtype)
 
 
 @requires_cuda

@@ -141,7 +141,9 @@ OPTIONAL = {"vllm_cuda": _vllm, "flashinfer": _flashinfer, "quack": _quack}
 
 # What each provider runs, for the reports.
 DESCRIPTIONS = {
-    "oink": "oink.rmsnorm / oink.fused_add_rms_norm",
+    "oink": "oink.rmsnorm / oink.fused_add_rms_norm (defaults: PDL on sm_90+)",
+    "oink_no_pdl": "oink with oink.set_pdl(False): each launch waits for the previous kernel, "
+    "as the baselines do (compare with the baselines on equal terms)",
     "torch_eager": "float32 composite in eager PyTorch (x.float(), pow(2).mean(-1), rsqrt, "
     "multiply, cast, * w); fused: residual.add_(x), then x.copy_(composite(residual))",
     "F.rms_norm": "torch.nn.functional.rms_norm (rmsnorm only)",
@@ -150,7 +152,7 @@ DESCRIPTIONS = {
     "flashinfer": "flashinfer.norm.rmsnorm / fused_add_rmsnorm",
     "quack": "quack.rmsnorm (rmsnorm only)",
 }
-CORE = ("oink", "torch_eager", "F.rms_norm", "inductor")
+CORE = ("oink", "oink_no_pdl", "torch_eager", "F.rms_norm", "inductor")
 ALL_NAMES = CORE + tuple(OPTIONAL)
 
 
@@ -158,7 +160,7 @@ def build(device: str, requested: list[str] | None) -> tuple[dict[str, list[Prov
     """Providers per op, and what was found of the optional ones ({name: version or reason}).
 
     Default: everything available; in CPU mode inductor only when asked for (a compile takes
-    longer than the whole --quick run should) and the CUDA-only libraries never."""
+    longer than the whole --quick run should), and the CUDA-only providers never."""
     import oink  # here, not at the top: `--help` must work without the extension
 
     unknown = sorted(set(requested or ()) - set(ALL_NAMES))
@@ -167,12 +169,26 @@ def build(device: str, requested: list[str] | None) -> tuple[dict[str, list[Prov
     if requested:
         wanted = set(requested)
     else:
-        wanted = set(ALL_NAMES) - ({"inductor"} if device == "cpu" else set())
+        # No PDL on the CPU: nothing to compare oink_no_pdl against there.
+        wanted = set(ALL_NAMES) - ({"inductor", "oink_no_pdl"} if device == "cpu" else set())
     wanted.add("oink")  # every ratio is oink's: it is always measured
 
+    def without_pdl(fn: Callable) -> Callable:
+        def call(*args):
+            previous = oink.set_pdl(False)  # read when the call is planned (and captured)
+            try:
+                return fn(*args)
+            finally:
+                oink.set_pdl(previous)
+
+        return call
+
+    no_pdl = {"baseline": False, "cuda_only": True}
     providers = [
         Provider("oink", RMSNORM, oink.rmsnorm, baseline=False),
         Provider("oink", FUSED, oink.fused_add_rms_norm, baseline=False),
+        Provider("oink_no_pdl", RMSNORM, without_pdl(oink.rmsnorm), **no_pdl),
+        Provider("oink_no_pdl", FUSED, without_pdl(oink.fused_add_rms_norm), **no_pdl),
         Provider("torch_eager", RMSNORM, composite_rmsnorm),
         Provider("torch_eager", FUSED, composite_fused),
         Provider("F.rms_norm", RMSNORM, _f_rms_norm),

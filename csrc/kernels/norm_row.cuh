@@ -1,0 +1,129 @@
+// What every RMSNorm schedule does to one row, whatever the schedule: where the row lives, how a
+// chunk becomes the normalised source (the fused op adds and stores the residual), the sum of
+// squares, the inverse RMS and the final scaled store. The kernels in rmsnorm.cu differ only in
+// where chunks wait between load and use (registers, shared memory, L2), never in arithmetic, so
+// every schedule gives the same bits for a row.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "device/vec.cuh"
+
+namespace oink {
+
+struct KernelParams {
+  const void* x;       // [M, N], row stride ld_x
+  void* out;           // [M, N], row stride ld_out (== x for the fused op)
+  void* residual;      // [M, N], row stride ld_residual (fused op only)
+  const void* weight;  // [N] or nullptr
+  int64_t rows, cols, ld_x, ld_out, ld_residual, chunks_per_row;
+  int threads_per_row, rows_per_cta;
+  int chunks_per_thread;  // streamed kernel: slots per thread and stream
+  int stages;             // streamed kernel: rows (or row groups) in flight per CTA
+  float inv_cols;         // 1/N, rounded once on the host: a multiply instead of a division
+  float eps;
+  double inv_cols_d;  // 1/N in float64, for float32 rows (see NormRow::Acc)
+  bool use_pdl;       // launched with programmatic dependent launch
+};
+
+// T: x/out/residual element type; W: weight element type; kFused: fused add + RMSNorm;
+// kVector: every chunk is a full, aligned 16-byte vector (else element by element, bounds-checked).
+template <typename T, typename W, bool kFused, bool kVector>
+struct NormRow {
+  static constexpr int kElems = 16 / sizeof(T);
+  using XVec = device::Vec<T, kElems>;
+  using WVec = device::Vec<W, kElems>;
+  // Accumulation type. float32 rows sum, scale and multiply in float64 with one rounding at the
+  // end: with float32 math throughout, float32 outputs were 1-1.5 ulp worse than F.rms_norm's on
+  // the H200 (GUIDE §2 allows one ulp). 16-bit outputs keep float32: their final rounding (2^-9 or
+  // 2^-12) dwarfs float32 error, and they were within bounds in every sweep case.
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
+
+  const T* x;
+  T* out;
+  T* res;
+  const W* weight;
+  int64_t n;
+
+  // Rows past the last one point at row 0 and must not be touched (callers check `active`).
+  __device__ NormRow(const KernelParams& p, int64_t row, bool active)
+      : x(static_cast<const T*>(p.x) + (active ? row * p.ld_x : 0)),
+        out(static_cast<T*>(p.out) + (active ? row * p.ld_out : 0)),
+        res(kFused ? static_cast<T*>(p.residual) + (active ? row * p.ld_residual : 0) : nullptr),
+        weight(static_cast<const W*>(p.weight)),
+        n(p.cols) {}
+
+  __device__ XVec load_x(int64_t col) const {
+    return device::load_chunk<kVector, T, kElems>(x, col, n);
+  }
+  __device__ XVec load_residual(int64_t col) const {
+    return device::load_chunk<kVector, T, kElems>(res, col, n);
+  }
+
+  // Fused op: residual + x rounded to T, stored to the residual; the value that gets normalised.
+  __device__ XVec add_residual(int64_t col, XVec v, const XVec& r) const {
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) {
+      v.v[e] = device::from_float<T>(device::to_float(v.v[e]) + device::to_float(r.v[e]));
+    }
+    device::store_chunk<kVector, T, kElems>(res, col, n, v);
+    return v;
+  }
+
+  // The values that get normalised, straight from global memory.
+  __device__ XVec load_source(int64_t col) const {
+    if constexpr (kFused) {
+      return add_residual(col, load_x(col), load_residual(col));
+    } else {
+      return load_x(col);
+    }
+  }
+
+  __device__ WVec load_weight(int64_t col) const {
+    WVec w;
+    if (weight != nullptr) {
+      w = device::load_chunk<kVector, W, kElems>(weight, col, n);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) w.v[e] = device::from_float<W>(1.f);
+    }
+    return w;
+  }
+
+  // Squares in increasing element order: the per-thread half of the fixed reduction order.
+  __device__ static Acc add_squares(const XVec& v, Acc acc) {
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) {
+      const Acc f = device::to_float(v.v[e]);
+      if constexpr (std::is_same_v<Acc, double>) {
+        acc = fma(f, f, acc);
+      } else {
+        acc = fmaf(f, f, acc);
+      }
+    }
+    return acc;
+  }
+
+  // Once per row, so precision costs nothing: a correctly rounded rsqrt in float32 (rsqrtf's
+  // 2-ulp error showed in float32 outputs on the H200), float64 for float32 rows.
+  __device__ static Acc inv_rms(Acc sum_sq, const KernelParams& p) {
+    if constexpr (std::is_same_v<Acc, double>) {
+      return rsqrt(sum_sq * p.inv_cols_d + static_cast<double>(p.eps));
+    } else {
+      return __frsqrt_rn(sum_sq * p.inv_cols + p.eps);
+    }
+  }
+
+  __device__ void store_normalized(int64_t col, const XVec& v, const WVec& w, Acc rstd) const {
+    XVec y;
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) {
+      y.v[e] = device::from_float<T>(
+          static_cast<float>(device::to_float(v.v[e]) * rstd * device::to_float(w.v[e])));
+    }
+    device::store_chunk<kVector, T, kElems>(out, col, n, y);
+  }
+};
+
+}  // namespace oink
