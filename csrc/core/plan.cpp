@@ -51,10 +51,11 @@ StreamedShape streamed_shape(const NormProblem& p, const DeviceInfo& d, int chun
                               streamed_smem_bytes(p, chunks_per_thread, block_threads, 0);
   for (int stages = kMinStages; stages <= kMaxStages; ++stages) {
     const int64_t smem = streamed_smem_bytes(p, chunks_per_thread, block_threads, stages);
-    if (smem > d.max_smem_per_block) break;
+    if (smem + kStreamedStaticSmemBytes > d.max_smem_per_block) break;
     int64_t ctas = d.max_threads_per_sm / block_threads;
     if (ctas > d.max_blocks_per_sm) ctas = d.max_blocks_per_sm;
-    const int64_t by_smem = d.max_smem_per_sm / (smem + d.reserved_smem_per_block);
+    const int64_t by_smem =
+        d.max_smem_per_sm / (smem + kStreamedStaticSmemBytes + d.reserved_smem_per_block);
     if (by_smem < ctas) ctas = by_smem;
     const int64_t in_flight = ctas * (stages - 1) * stage_bytes;
     if (ctas > 0 && in_flight > best_in_flight) {
@@ -180,7 +181,9 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     if (plan.smem_bytes != streamed_smem_bytes(p, c, plan.block_threads, plan.stages)) {
       return "smem_bytes does not match the streamed layout";
     }
-    if (plan.smem_bytes > device.max_smem_per_block) return "shared memory exceeds the device's";
+    if (plan.smem_bytes + kStreamedStaticSmemBytes > device.max_smem_per_block) {
+      return "shared memory exceeds the device's";
+    }
     if (plan.grid > ceil_div(p.rows, plan.rows_per_cta)) return "more CTAs than row groups";
   } else if (c != 0) {
     return "only row_in_registers and streamed keep chunks per thread";

@@ -33,6 +33,9 @@ inline constexpr int kMaxThreadsPerRow = 1024;
 // The streamed kernel keeps 2 to 4 row groups in flight per CTA (cp.async.wait_group immediates).
 inline constexpr int kMinStages = 2;
 inline constexpr int kMaxStages = 4;
+// Static shared memory of the streamed kernel (two rows of warp partial sums, float64 at most),
+// which the opt-in per-block limit includes.
+inline constexpr int kStreamedStaticSmemBytes = 2 * 32 * 8;
 
 struct NormPlan {
   KernelVariant variant = KernelVariant::kCpu;

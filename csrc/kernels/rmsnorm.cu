@@ -159,8 +159,10 @@ __global__ void __launch_bounds__(1024, 2) norm_streamed_kernel(const KernelPara
   const int row_in_group = threadIdx.x / tpr;
   const int64_t chunks = p.chunks_per_row;
   const int64_t groups = (p.rows + p.rows_per_cta - 1) / p.rows_per_cta;
+  // No weight, no weight slots: the plan's smem_bytes counts them only when there is a weight.
   uint4* const weight_slots = slots + threadIdx.x;
-  uint4* const stage_slots = slots + cpt * kWeightPieces * block + threadIdx.x;
+  const int weight_slot_rows = p.weight != nullptr ? cpt * kWeightPieces : 0;
+  uint4* const stage_slots = slots + weight_slot_rows * block + threadIdx.x;
   auto slot = [&](int stage, int stream, int i) {
     return stage_slots + ((stage * kStreams + stream) * cpt + i) * block;
   };
@@ -260,7 +262,12 @@ cudaError_t allow_large_smem(Kernel kernel, const NormPlan& plan) {
   int limit = 0;
   err = cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess) return err;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
+  cudaFuncAttributes attributes{};
+  err = cudaFuncGetAttributes(&attributes, kernel);
+  if (err != cudaSuccess) return err;
+  // The opt-in limit covers static and dynamic shared memory together.
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             limit - static_cast<int>(attributes.sharedSizeBytes));
   if (err == cudaSuccess) devices_done.fetch_or(bit, std::memory_order_release);
   return err;
 }

@@ -103,7 +103,9 @@ def test_streamed_schedule_gives_the_register_bits(dtype, n, pdl, gen):
     x_in, r_in = x.clone(), residual.clone()
     previous = oink.set_pdl(pdl)
     try:
-        assert oink.explain(x, w, op="fused_add_rms_norm").variant == "streamed"
+        # float32 N=16384: two streams of 64 KiB per stage exceed shared memory (registers).
+        expected = "row_in_registers" if dtype.itemsize * n > 32768 else "streamed"
+        assert oink.explain(x, w, op="fused_add_rms_norm").variant == expected
         oink.fused_add_rms_norm(x, residual, w, EPS)
         for x1, r1 in singles:
             oink.fused_add_rms_norm(x1, r1, w, EPS)
