@@ -3,17 +3,19 @@
 # test suite on the GPU, compute-sanitizer over a representative subset, the benchmark; logs and a
 # summary go to $OUT (default ./out).
 #
-#   tools/gpu_run.sh [STAGE ...]     stages: build test sanitize kernels bench   (default: all)
+#   tools/gpu_run.sh [STAGE ...]     stages: build test sanitize kernels schedules bench
+#                                    (default: all)
 #   BENCH_ARGS="--suite decode,dsv3,quack --op all" tools/gpu_run.sh bench
 #   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
-# sanitizer.log, kernels.txt and bench.tar.gz.
+# sanitizer.log, kernels.txt, schedules.txt and bench.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-STAGES=${*:-build test sanitize kernels bench}
+STAGES=${*:-build test sanitize kernels schedules bench}
+KERNEL_BUILD=/tmp/oink-kernels  # torch-free CMake build: ptxas reports, SASS, the schedule sweep
 SUMMARY="$OUT/summary.txt"
 export PYTHONUNBUFFERED=1
 : >"$SUMMARY"
@@ -60,18 +62,32 @@ if has_stage sanitize; then
   done
 fi
 
+configure_kernel_build() {
+  [[ -f $KERNEL_BUILD/build.ninja ]] && return 0
+  mkdir -p "$KERNEL_BUILD"
+  (cd "$KERNEL_BUILD" && cmake "$OLDPWD" -G Ninja -DOINK_BUILD_EXTENSION=OFF -DOINK_PTXAS_VERBOSE=ON \
+    -DOINK_BUILD_SCHEDULE_SWEEP=ON \
+    -DOINK_CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a" >/dev/null)
+}
+
 if has_stage kernels; then
   # Evidence for docs/kernels.md: registers and spills per kernel, 128-bit accesses in SASS.
-  build=/tmp/oink-kernels && rm -rf "$build" && mkdir -p "$build"
-  (cd "$build" && cmake "$OLDPWD" -G Ninja -DOINK_BUILD_EXTENSION=OFF -DOINK_PTXAS_VERBOSE=ON \
-      -DOINK_CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a" >/dev/null &&
-    ninja oink_kernels >"$OUT/kernels.txt" 2>&1)
-  obj=$(find "$build" -name 'rmsnorm.cu.o' | head -1)
+  rm -rf "$KERNEL_BUILD" && configure_kernel_build
+  ninja -C "$KERNEL_BUILD" oink_kernels >"$OUT/kernels.txt" 2>&1
+  obj=$(find "$KERNEL_BUILD" -name 'rmsnorm.cu.o' | head -1)
   {
     echo "== SASS global memory instructions (sm_90a), count by width"
-    cuobjdump --dump-sass "$obj" | grep -oE '(LDG|STG)\.E[.A-Z0-9]*' | sort | uniq -c
+    cuobjdump --dump-sass "$obj" | grep -oE '(LDG|STG|LDGSTS)\.E[.A-Z0-9]*' | sort | uniq -c
   } >>"$OUT/kernels.txt" 2>&1
   note "kernels: $(grep -c 'Used' "$OUT/kernels.txt") ptxas reports, $(grep -c 'spill' "$OUT/kernels.txt") spill lines; 128-bit: $(grep -E 'E\.128' "$OUT/kernels.txt" | tr -s ' ' | tr '\n' ';')"
+fi
+
+if has_stage schedules; then
+  # Hand-made plans timed next to the planner's: what each schedule choice is worth.
+  start=$SECONDS
+  configure_kernel_build && ninja -C "$KERNEL_BUILD" oink_schedule_sweep >/dev/null 2>&1 &&
+    "$KERNEL_BUILD/oink_schedule_sweep" >"$OUT/schedules.txt" 2>&1
+  note "schedules: rc=$? ($((SECONDS - start)) s), $(grep -c ' planner ' "$OUT/schedules.txt") cases"
 fi
 
 if has_stage bench; then

@@ -18,7 +18,7 @@ namespace oink {
 enum class KernelVariant : uint8_t {
   kCpu,             // host loop, one row per task
   kRowInRegisters,  // CUDA: the row is read once into registers, written once
-  kTwoPass,  // CUDA: rows too long for registers: pass 1 sums, pass 2 re-reads (L2) and writes
+  kTwoPass,   // CUDA: rows too long for registers: pass 1 sums, pass 2 re-reads (L2) and writes
   kStreamed,  // CUDA: persistent CTAs keep `stages` rows in flight in shared memory (cp.async)
 };
 

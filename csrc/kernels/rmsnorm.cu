@@ -292,7 +292,8 @@ cudaError_t dispatch_variant(const NormPlan& plan, const KernelParams& params, c
           return launch(norm_kernel<T, W, kFused, kVector, 2>, plan, params, s);
         case 4:
           // Never planned with element-wise I/O (it would spill); not instantiated for it.
-          if constexpr (kVector) return launch(norm_kernel<T, W, kFused, kVector, 4>, plan, params, s);
+          if constexpr (kVector)
+            return launch(norm_kernel<T, W, kFused, kVector, 4>, plan, params, s);
           break;
       }
       break;

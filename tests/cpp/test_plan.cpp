@@ -180,16 +180,16 @@ TEST(MakePlan, StreamedExactlyForAlignedBatchesBeyondOneGroupPerSm) {
       return "smem over the limit";
     }
     // Every aligned 16-bit row up to 16384 (two stages of x, weight slots) fits the Hopper limit.
-    const bool should = plan.vector_io && groups > c.device.sm_count &&
-                        c.problem.cols <= 16384 && dtype_size(c.problem.x_dtype) == 2;
+    const bool should = plan.vector_io && groups > c.device.sm_count && c.problem.cols <= 16384 &&
+                        dtype_size(c.problem.x_dtype) == 2;
     return should && !streamed ? "not streamed where it fits" : nullptr;
   });
 }
 
 TEST(MakePlan, StreamedKeepsRowsInFlight) {
   // bf16 N=7168, M=65536: 512-thread CTAs, two 16-byte chunks per thread.
-  NormProblem p = problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 7168, 65536,
-                          kLayouts[0]);
+  NormProblem p =
+      problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 7168, 65536, kLayouts[0]);
   const NormPlan plan = make_plan(p, hopper());
   ASSERT_EQ(plan.variant, KernelVariant::kStreamed);
   EXPECT_EQ(plan.chunks_per_thread, 2);
@@ -203,8 +203,8 @@ TEST(MakePlan, StreamedKeepsRowsInFlight) {
 }
 
 TEST(MakePlan, PdlFollowsOptionsAndCapability) {
-  const NormProblem p = problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 7168, 1,
-                                kLayouts[0]);
+  const NormProblem p =
+      problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 7168, 1, kLayouts[0]);
   EXPECT_TRUE(make_plan(p, hopper()).use_pdl);
   LaunchOptions off;
   off.allow_pdl = false;
@@ -297,8 +297,7 @@ TEST(PlanViolation, CatchesBrokenPlans) {
        [](NormPlan& p) { p.vector_io = true; }},
       {"aligned plan used on an unaligned base", bf16(4096, 17), bf16(4096, 17, 2), gpu,
        [](NormPlan&) {}},
-      {"grid one CTA short", bf16(4096, 17), bf16(4096, 17), gpu,
-       [](NormPlan& p) { p.grid -= 1; }},
+      {"grid one CTA short", bf16(4096, 17), bf16(4096, 17), gpu, [](NormPlan& p) { p.grid -= 1; }},
       {"plan for M=1 used for M=4097", bf16(4096, 1), bf16(4096, 4097), gpu, [](NormPlan&) {}},
       {"registers do not hold the row", bf16(4096, 17), bf16(4096, 17), gpu,
        [](NormPlan& p) { p.chunks_per_thread = 1; }},

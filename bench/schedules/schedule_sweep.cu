@@ -1,0 +1,214 @@
+// oink_schedule_sweep: times hand-made launch plans next to make_plan()'s choice, torch-free, to
+// find out what limits a schedule (the evidence behind docs/kernels.md) without a rebuild per
+// idea. Every plan is checked with plan_violation() before it is launched, so a sweep never
+// launches a plan the kernels do not support.
+//
+//   oink_schedule_sweep            decode and large-batch cases, bf16; one line per (case, plan)
+//
+// Timing: a CUDA graph of kCalls launches over rotating buffer sets (one pass over the sets is
+// more than twice the L2), median over kReplays replays between CUDA events.
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/args.h"
+#include "core/plan.h"
+#include "core/problem.h"
+#include "kernels/launch.h"
+
+namespace oink {
+namespace {
+
+constexpr int kCalls = 20;
+constexpr int kReplays = 15;
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "oink_schedule_sweep: %s: %s\n", what, cudaGetErrorString(err));
+    std::exit(1);
+  }
+}
+
+struct Buffers {
+  std::vector<void*> x, other;  // other: out (rmsnorm) or residual (fused)
+  void* weight = nullptr;
+};
+
+// Enough sets that one pass over them is more than twice the L2 (or one set if it is already).
+Buffers allocate(const NormProblem& p, int l2_bytes) {
+  const size_t bytes = static_cast<size_t>(p.rows) * p.cols * dtype_size(p.x_dtype);
+  const size_t sets = std::min<size_t>(kCalls, 2 * static_cast<size_t>(l2_bytes) / bytes + 1);
+  Buffers b;
+  for (size_t i = 0; i < sets; ++i) {
+    void *x = nullptr, *other = nullptr;
+    check(cudaMalloc(&x, bytes), "cudaMalloc x");
+    check(cudaMalloc(&other, bytes), "cudaMalloc out/residual");
+    check(cudaMemset(x, 0x3f, bytes), "memset");  // bfloat16 0x3f3f = 0.746
+    check(cudaMemset(other, 0x3f, bytes), "memset");
+    b.x.push_back(x);
+    b.other.push_back(other);
+  }
+  check(cudaMalloc(&b.weight, p.cols * dtype_size(p.w_dtype)), "cudaMalloc weight");
+  check(cudaMemset(b.weight, 0x3f, p.cols * dtype_size(p.w_dtype)), "memset");
+  return b;
+}
+
+void release(Buffers& b) {
+  for (void* x : b.x) cudaFree(x);
+  for (void* o : b.other) cudaFree(o);
+  cudaFree(b.weight);
+}
+
+// Median µs per launch of `plan`, or a negative value if a launch failed.
+double time_plan(const NormPlan& plan, const NormProblem& p, const Buffers& b, bool weight,
+                 cudaStream_t stream) {
+  const bool fused = p.op == NormOp::kFusedAddRmsNorm;
+  auto launch_all = [&]() -> cudaError_t {
+    for (int i = 0; i < kCalls; ++i) {
+      const size_t set = i % b.x.size();
+      NormArgs args;
+      args.x = b.x[set];
+      args.out = fused ? b.x[set] : b.other[set];
+      args.residual = fused ? b.other[set] : nullptr;
+      args.weight = weight ? b.weight : nullptr;
+      args.eps = 1e-6f;
+      const cudaError_t err = launch_norm(plan, p, args, stream);
+      if (err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
+  };
+  if (launch_all() != cudaSuccess) return -1;  // warm-up, and smem attributes outside capture
+  check(cudaStreamSynchronize(stream), "warm-up");
+  cudaGraph_t graph;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+  const cudaError_t launched = launch_all();
+  check(cudaStreamEndCapture(stream, &graph), "end capture");
+  if (launched != cudaSuccess) return -1;
+  cudaGraphExec_t exec;
+  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  std::vector<float> ms;
+  check(cudaGraphLaunch(exec, stream), "replay");
+  for (int r = 0; r < kReplays; ++r) {
+    check(cudaEventRecord(start, stream), "record");
+    check(cudaGraphLaunch(exec, stream), "replay");
+    check(cudaEventRecord(stop, stream), "record");
+    check(cudaEventSynchronize(stop), "sync");
+    float t = 0;
+    check(cudaEventElapsedTime(&t, start, stop), "elapsed");
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return 1000.0 * ms[ms.size() / 2] / kCalls;
+}
+
+struct Candidate {
+  std::string name;
+  NormPlan plan;
+  bool weight = true;
+};
+
+// The planner's plan, the same without PDL, without weight (decode), the registers schedule,
+// and every streamed (stages, CTAs per SM) that fits.
+std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
+  std::vector<Candidate> out;
+  LaunchOptions no_pdl;
+  no_pdl.allow_pdl = false;
+  const NormPlan chosen = make_plan(p, d);
+  out.push_back({"planner", chosen});
+  out.push_back({"planner_no_pdl", make_plan(p, d, no_pdl)});
+  if (p.rows <= 256) {
+    NormProblem unweighted = p;
+    unweighted.has_weight = false;
+    out.push_back({"no_weight_no_pdl", make_plan(unweighted, d, no_pdl), false});
+    return out;
+  }
+  NormProblem one_row = p;
+  one_row.rows = 1;
+  NormPlan registers = make_plan(one_row, d);  // the per-row schedule, widened to all rows
+  registers.grid = (p.rows + registers.rows_per_cta - 1) / registers.rows_per_cta;
+  out.push_back({"registers", registers});
+  if (chosen.variant != KernelVariant::kStreamed) return out;
+  for (int stages = kMinStages; stages <= kMaxStages; ++stages) {
+    for (int ctas : {1, 2, 3, 4, 5, 6, 8}) {
+      NormPlan plan = chosen;
+      plan.stages = stages;
+      plan.smem_bytes = static_cast<int>(
+          streamed_smem_bytes(p, plan.chunks_per_thread, plan.block_threads, stages));
+      plan.grid = int64_t{d.sm_count} * ctas;
+      const int64_t per_sm = plan.smem_bytes + kStreamedStaticSmemBytes + d.reserved_smem_per_block;
+      if (ctas * per_sm > d.max_smem_per_sm || ctas * plan.block_threads > d.max_threads_per_sm) {
+        continue;  // would not be resident at once
+      }
+      out.push_back({"streamed_s" + std::to_string(stages) + "_c" + std::to_string(ctas), plan});
+    }
+  }
+  return out;
+}
+
+NormProblem bf16_problem(NormOp op, int64_t n, int64_t m) {
+  NormProblem p;
+  p.op = op;
+  p.x_dtype = p.w_dtype = DType::kBFloat16;
+  p.rows = m;
+  p.cols = n;
+  p.ld_x = p.ld_out = p.ld_residual = n;
+  return p;  // cudaMalloc'd buffers: 256-byte aligned, the default alignments
+}
+
+}  // namespace
+}  // namespace oink
+
+int main() {
+  using namespace oink;
+  int device = 0;
+  check(cudaGetDevice(&device), "device");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "properties");
+  const DeviceInfo d = cuda_device_info(device);
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  std::printf("# %s, %d SMs, L2 %d MiB; µs per launch (median of %d graph replays of %d)\n",
+              prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, kReplays, kCalls);
+  std::printf("%-19s %6s %7s %-22s %9s %8s  plan\n", "op", "N", "M", "candidate", "us", "GB/s");
+  struct Shape {
+    int64_t n, m;
+  };
+  const Shape shapes[] = {{4096, 1},    {7168, 1},     {7168, 64},    {4096, 1024},
+                          {7168, 1024}, {4096, 65536}, {7168, 65536}, {16384, 16384}};
+  for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
+    for (const Shape& s : shapes) {
+      const NormProblem p = bf16_problem(op, s.n, s.m);
+      Buffers buffers = allocate(p, prop.l2CacheSize);
+      const double moved = (op == NormOp::kRmsNorm ? 2.0 : 4.0) * s.m * s.n * 2 + s.n * 2;
+      for (const Candidate& c : candidates(p, d)) {
+        NormProblem used = p;
+        used.has_weight = c.weight;
+        const std::string broken = plan_violation(c.plan, used, d);
+        if (!broken.empty()) {
+          std::printf("%-19s %6lld %7lld %-22s   invalid: %s\n", op_name(op), (long long)s.n,
+                      (long long)s.m, c.name.c_str(), broken.c_str());
+          continue;
+        }
+        const double us = time_plan(c.plan, used, buffers, c.weight, stream);
+        std::printf("%-19s %6lld %7lld %-22s %9.2f %8.0f  %s\n", op_name(op), (long long)s.n,
+                    (long long)s.m, c.name.c_str(), us, us > 0 ? moved / us / 1e3 : 0.0,
+                    describe(c.plan, used, d).c_str());
+        std::fflush(stdout);
+      }
+      release(buffers);
+    }
+  }
+  return 0;
+}
