@@ -139,10 +139,15 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   NormPlan registers = make_plan(one_row, d);  // the per-row schedule, widened to all rows
   registers.grid = (p.rows + registers.rows_per_cta - 1) / registers.rows_per_cta;
   out.push_back({"registers", registers});
-  if (chosen.variant != KernelVariant::kStreamed) return out;
+  // The streamed layout rmsnorm would use (the planner never streams the fused op: measured).
+  NormProblem twin = p;
+  twin.op = NormOp::kRmsNorm;
+  const NormPlan streamed = make_plan(twin, d);
+  if (streamed.variant != KernelVariant::kStreamed) return out;
   for (int stages = kMinStages; stages <= kMaxStages; ++stages) {
     for (int ctas : {1, 2, 3, 4, 5, 6, 8}) {
-      NormPlan plan = chosen;
+      NormPlan plan = streamed;
+      plan.use_pdl = chosen.use_pdl;
       plan.stages = stages;
       plan.smem_bytes = static_cast<int>(
           streamed_smem_bytes(p, plan.chunks_per_thread, plan.block_threads, stages));

@@ -28,10 +28,13 @@ bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
   return true;
 }
 
-// The streamed schedule pays a shared-memory round trip per chunk to keep several rows in
-// flight; that only pays when CTAs get more than one row group each, i.e. past one group per SM.
-bool enough_rows_to_stream(int64_t groups, const DeviceInfo& device) {
-  return groups > device.sm_count;
+// The streamed schedule pays a shared-memory round trip per chunk to keep rows in flight; that
+// only pays when CTAs get more than one row group each, i.e. past one group per SM, and only for
+// rmsnorm: on the H200 the fused op's registers schedule, which moves two streams per thread,
+// was faster than every streamed shape (N=4096, M=65536: 543 us against 567 us at best;
+// bench/schedules, docs/kernels.md).
+bool streamed_pays(const NormProblem& p, int64_t groups, const DeviceInfo& device) {
+  return p.op == NormOp::kRmsNorm && groups > device.sm_count;
 }
 
 struct StreamedShape {
@@ -40,15 +43,14 @@ struct StreamedShape {
   int ctas_per_sm = 0;
 };
 
-// Stages and residency of a streamed plan: the stage count that keeps the most bytes in flight
-// per SM ((stages - 1) groups loading while one is computed), fewest stages on ties. Empty
-// (stages == 0) when two stages do not fit in one CTA's shared memory.
+// Stages and residency of a streamed plan: the most CTAs per SM, then the most stages that keep
+// them resident. Measured on the H200 (bench/schedules): resident warps matter more than rows in
+// flight per CTA: N=4096, M=65536 ran in 300 us with 2 stages x 8 CTAs, 308 us with 3 x 6 and
+// 315 us with 4 x 5; N=7168: 586 us (2 x 4) against 601 us (3 x 3). Empty (stages == 0) when two
+// stages do not fit in one CTA's shared memory.
 StreamedShape streamed_shape(const NormProblem& p, const DeviceInfo& d, int chunks_per_thread,
                              int block_threads) {
   StreamedShape best;
-  int64_t best_in_flight = 0;
-  const int64_t stage_bytes = streamed_smem_bytes(p, chunks_per_thread, block_threads, 1) -
-                              streamed_smem_bytes(p, chunks_per_thread, block_threads, 0);
   for (int stages = kMinStages; stages <= kMaxStages; ++stages) {
     const int64_t smem = streamed_smem_bytes(p, chunks_per_thread, block_threads, stages);
     if (smem + kStreamedStaticSmemBytes > d.max_smem_per_block) break;
@@ -57,11 +59,8 @@ StreamedShape streamed_shape(const NormProblem& p, const DeviceInfo& d, int chun
     const int64_t by_smem =
         d.max_smem_per_sm / (smem + kStreamedStaticSmemBytes + d.reserved_smem_per_block);
     if (by_smem < ctas) ctas = by_smem;
-    const int64_t in_flight = ctas * (stages - 1) * stage_bytes;
-    if (ctas > 0 && in_flight > best_in_flight) {
-      best_in_flight = in_flight;
-      best = {stages, static_cast<int>(smem), static_cast<int>(ctas)};
-    }
+    if (ctas < 1 || ctas < best.ctas_per_sm) break;  // more stages only cost residency now
+    best = {stages, static_cast<int>(smem), static_cast<int>(ctas)};
   }
   return best;
 }
@@ -117,7 +116,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     const int64_t needed = ceil_div(plan.chunks_per_row, plan.threads_per_row);
     const int capacity = plan.vector_io ? kMaxChunksPerThread : kMaxChunksPerThreadElementwise;
     const StreamedShape streamed =
-        plan.vector_io && enough_rows_to_stream(groups, device)
+        plan.vector_io && streamed_pays(p, groups, device)
             ? streamed_shape(p, device, static_cast<int>(needed), plan.block_threads)
             : StreamedShape{};
     if (streamed.stages > 0) {

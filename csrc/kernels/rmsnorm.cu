@@ -248,10 +248,12 @@ cudaError_t launch(Kernel kernel, const NormPlan& plan, const KernelParams& para
   return cudaLaunchKernelEx(&config, kernel, params);
 }
 
-// Shared memory above 48 KiB must be opted into, per kernel and device; done once, to the
-// device's limit, so that every later plan fits.
-template <typename Kernel>
-cudaError_t allow_large_smem(Kernel kernel, const NormPlan& plan) {
+// Shared memory above 48 KiB must be opted into, per kernel and device; done once per
+// instantiation and device, to the device's limit, so that every later plan fits. (The flag lives
+// in a function templated on the kernel's parameters: every instantiation has the same pointer
+// type, so a static keyed on that type would be shared by all of them.)
+template <typename T, typename W, bool kFused>
+cudaError_t allow_large_smem_streamed(const NormPlan& plan) {
   static std::atomic<uint64_t> devices_done{0};
   if (plan.smem_bytes <= 48 * 1024) return cudaSuccess;
   int device = 0;
@@ -262,6 +264,7 @@ cudaError_t allow_large_smem(Kernel kernel, const NormPlan& plan) {
   int limit = 0;
   err = cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess) return err;
+  const auto kernel = norm_streamed_kernel<T, W, kFused>;
   cudaFuncAttributes attributes{};
   err = cudaFuncGetAttributes(&attributes, kernel);
   if (err != cudaSuccess) return err;
@@ -277,9 +280,9 @@ cudaError_t dispatch_variant(const NormPlan& plan, const KernelParams& params, c
   switch (plan.variant) {
     case KernelVariant::kStreamed:
       if constexpr (kVector) {
-        const auto kernel = norm_streamed_kernel<T, W, kFused>;
-        const cudaError_t err = allow_large_smem(kernel, plan);
-        return err != cudaSuccess ? err : launch(kernel, plan, params, s);
+        const cudaError_t err = allow_large_smem_streamed<T, W, kFused>(plan);
+        return err != cudaSuccess ? err
+                                  : launch(norm_streamed_kernel<T, W, kFused>, plan, params, s);
       }
       break;  // never planned without vector I/O
     case KernelVariant::kTwoPass:

@@ -91,9 +91,9 @@ def test_batch_invariance(device, n, gen):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("n", [64, 4096, 7168, 16384])
 @pytest.mark.parametrize("pdl", [True, False])
-def test_streamed_schedule_gives_the_register_bits(dtype, n, pdl, gen):
-    """A large aligned batch (streamed, persistent CTAs) and single rows (registers) agree
-    bitwise on both outputs, with and without PDL."""
+def test_large_batches_give_the_single_row_bits(dtype, n, pdl, gen):
+    """A large aligned batch and single rows agree bitwise on both outputs, with and without PDL.
+    The fused op keeps the registers schedule at every M (it measured faster than streaming)."""
     m = schedule_test_rows(n)
     w = torch.randn(n, generator=gen).to(dtype).to("cuda")
     x = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
@@ -103,9 +103,7 @@ def test_streamed_schedule_gives_the_register_bits(dtype, n, pdl, gen):
     x_in, r_in = x.clone(), residual.clone()
     previous = oink.set_pdl(pdl)
     try:
-        # float32 N=16384: two streams of 64 KiB per stage exceed shared memory (registers).
-        expected = "row_in_registers" if dtype.itemsize * n > 32768 else "streamed"
-        assert oink.explain(x, w, op="fused_add_rms_norm").variant == expected
+        assert oink.explain(x, w, op="fused_add_rms_norm").variant == "row_in_registers"
         oink.fused_add_rms_norm(x, residual, w, EPS)
         for x1, r1 in singles:
             oink.fused_add_rms_norm(x1, r1, w, EPS)
