@@ -248,14 +248,15 @@ cudaError_t launch(Kernel kernel, const NormPlan& plan, const KernelParams& para
   return cudaLaunchKernelEx(&config, kernel, params);
 }
 
-// Shared memory above 48 KiB must be opted into, per kernel and device; done once per
-// instantiation and device, to the device's limit, so that every later plan fits. (The flag lives
-// in a function templated on the kernel's parameters: every instantiation has the same pointer
-// type, so a static keyed on that type would be shared by all of them.)
+// Shared memory above 48 KiB, static and dynamic together, must be opted into, per kernel and
+// device. Done once per instantiation and device, to the device's limit, whatever this plan needs,
+// so that every later plan fits. (On the H200 a plan of exactly 48 KiB of dynamic shared memory
+// plus the kernel's 512 static bytes failed to launch before the first opt-in; 2026-11-30.) The
+// flag lives in a function templated on the kernel's parameters: every instantiation has the same
+// pointer type, so a static keyed on that type would be shared by all of them.
 template <typename T, typename W, bool kFused>
-cudaError_t allow_large_smem_streamed(const NormPlan& plan) {
+cudaError_t allow_large_smem_streamed() {
   static std::atomic<uint64_t> devices_done{0};
-  if (plan.smem_bytes <= 48 * 1024) return cudaSuccess;
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
@@ -280,7 +281,7 @@ cudaError_t dispatch_variant(const NormPlan& plan, const KernelParams& params, c
   switch (plan.variant) {
     case KernelVariant::kStreamed:
       if constexpr (kVector) {
-        const cudaError_t err = allow_large_smem_streamed<T, W, kFused>(plan);
+        const cudaError_t err = allow_large_smem_streamed<T, W, kFused>();
         return err != cudaSuccess ? err
                                   : launch(norm_streamed_kernel<T, W, kFused>, plan, params, s);
       }
