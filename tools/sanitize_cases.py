@@ -18,7 +18,7 @@ CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072]  # 1, 2, 4 chunks/thr
 STREAMED_N = [64, 4096, 16384]  # persistent CTAs, 128 / 256 / 1024 threads
 
 
-def cases():
+def cases(dtype):
     """(M, N, pad, offset): 5 rows of every N, aligned and not; streamed batches, contiguous and
     with padded (still aligned) rows."""
     for n in CASES_N:
@@ -26,7 +26,7 @@ def cases():
             yield 5, n, pad, offset
     for n in STREAMED_N:
         for pad in (0, 64):
-            yield schedule_test_rows(n), n, pad, 0
+            yield schedule_test_rows(n, dtype), n, pad, 0
 
 
 def main() -> int:
@@ -35,7 +35,7 @@ def main() -> int:
     for pdl in (True, False):
         oink.set_pdl(pdl)
         for dtype, wdtype in DTYPE_COMBOS:
-            for m, n, pad, offset in cases():
+            for m, n, pad, offset in cases(dtype):
                 failures += check(m, n, pad, offset, dtype, wdtype, g)
     torch.cuda.synchronize()
     print(f"sanitize_cases: {failures} wrong results")

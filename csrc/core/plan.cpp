@@ -28,13 +28,18 @@ bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
   return true;
 }
 
-// The streamed schedule pays a shared-memory round trip per chunk to keep rows in flight; that
-// only pays when CTAs get more than one row group each, i.e. past one group per SM, and only for
-// rmsnorm: on the H200 the fused op's registers schedule, which moves two streams per thread,
-// was faster than every streamed shape (N=4096, M=65536: 543 us against 567 us at best;
-// bench/schedules, docs/kernels.md).
-bool streamed_pays(const NormProblem& p, int64_t groups, const DeviceInfo& device) {
-  return p.op == NormOp::kRmsNorm && groups > device.sm_count;
+// The streamed schedule pays a shared-memory round trip per chunk (and a copy of the weight per
+// CTA) to keep rows in flight; that pays only for rmsnorm, and only when the persistent CTAs each
+// get more than one row group. Measured on the H200 (bf16, bench/schedules, docs/kernels.md):
+//   * the fused op's registers schedule, which moves two streams per thread, beat every streamed
+//     shape (N=4096, M=65536: 543 us against 567 us at best);
+//   * with no more row groups than resident CTAs, registers won or tied: N=4096, M=1024 (1056
+//     resident CTAs) 7.50 us against 7.51 us at best; N=7168, M=256: 4.9 us against 5.9 us;
+//     past that, streaming won: N=7168, M=1024 (528 resident) 12.2 us against 14.2 us.
+bool streamed_pays(const NormProblem& p, int64_t groups, int ctas_per_sm,
+                   const DeviceInfo& device) {
+  return p.op == NormOp::kRmsNorm && ctas_per_sm > 0 &&
+         groups > int64_t{device.sm_count} * ctas_per_sm;
 }
 
 struct StreamedShape {
@@ -116,10 +121,9 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     const int64_t needed = ceil_div(plan.chunks_per_row, plan.threads_per_row);
     const int capacity = plan.vector_io ? kMaxChunksPerThread : kMaxChunksPerThreadElementwise;
     const StreamedShape streamed =
-        plan.vector_io && streamed_pays(p, groups, device)
-            ? streamed_shape(p, device, static_cast<int>(needed), plan.block_threads)
-            : StreamedShape{};
-    if (streamed.stages > 0) {
+        plan.vector_io ? streamed_shape(p, device, static_cast<int>(needed), plan.block_threads)
+                       : StreamedShape{};
+    if (streamed.stages > 0 && streamed_pays(p, groups, streamed.ctas_per_sm, device)) {
       plan.variant = KernelVariant::kStreamed;
       plan.chunks_per_thread = static_cast<int>(needed);
       plan.stages = streamed.stages;

@@ -108,8 +108,13 @@ def mantissa_bits(dtype: torch.dtype) -> int:
     return {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23}[dtype]
 
 
-def schedule_test_rows(n: int) -> int:
-    """Rows enough that an aligned [M, n] CUDA batch takes the streamed schedule (more row groups
-    than SMs; short rows share CTAs of 128 threads) while staying small: 2 groups per SM + 3."""
+def schedule_test_rows(n: int, dtype: torch.dtype) -> int:
+    """Rows enough that an aligned [M, n] rmsnorm batch on this GPU takes the streamed schedule:
+    twice as many row groups as the most CTAs that could be resident (the planner streams past
+    the resident CTAs), computed from the row's thread layout like the planner's."""
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    return 2 * sms * max(1, 8192 // n) + 3
+    chunks = -(-n // (16 // dtype.itemsize))
+    threads_per_row = min(1024, 1 << max(0, (-(-chunks // 2) - 1).bit_length()))
+    rows_per_cta = max(1, 128 // threads_per_row)
+    block = threads_per_row * rows_per_cta
+    return 2 * sms * min(32, 2048 // block) * rows_per_cta + 3

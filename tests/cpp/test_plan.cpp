@@ -169,23 +169,47 @@ TEST(MakePlan, GridCoversEveryRowAndRowsPerCtaIgnoresM) {
   });
 }
 
-TEST(MakePlan, StreamedExactlyForAlignedRmsnormBatchesBeyondOneGroupPerSm) {
+TEST(MakePlan, StreamedOnlyForAlignedRmsnormBatchesBeyondTheResidentCtas) {
   for_each_case([](const Case& c) -> const char* {
     if (!c.device.is_cuda()) return nullptr;
     const NormPlan& plan = c.plan;
     const bool streamed = plan.variant == KernelVariant::kStreamed;
     const int64_t groups = (c.problem.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
-    if (streamed && (!plan.vector_io || groups <= c.device.sm_count)) return "streamed too early";
-    if (streamed && plan.smem_bytes + kStreamedStaticSmemBytes > c.device.max_smem_per_block) {
-      return "smem over the limit";
+    if (streamed) {
+      if (c.problem.op != NormOp::kRmsNorm) return "fused op streamed";
+      if (!plan.vector_io) return "streamed without vector I/O";
+      // Persistent and fully resident: a whole number of CTAs per SM, each with >1 group.
+      if (plan.grid % c.device.sm_count != 0) return "streamed grid not whole CTAs per SM";
+      if (plan.grid >= groups) return "streamed with no more groups than CTAs";
+      const int64_t per_sm =
+          plan.smem_bytes + kStreamedStaticSmemBytes + c.device.reserved_smem_per_block;
+      if (plan.grid / c.device.sm_count * per_sm > c.device.max_smem_per_sm) {
+        return "streamed CTAs do not fit in shared memory together";
+      }
+      if (plan.smem_bytes + kStreamedStaticSmemBytes > c.device.max_smem_per_block) {
+        return "smem over the limit";
+      }
     }
-    // Every aligned 16-bit row up to 16384 (two stages of x, weight slots) fits the Hopper limit.
-    if (streamed && c.problem.op != NormOp::kRmsNorm) return "fused op streamed";
-    const bool should = plan.vector_io && groups > c.device.sm_count &&
+    // 2^20 rows: far past the resident CTAs; every aligned 16-bit rmsnorm row up to 16384 fits
+    // (two stages of x, weight slots) and must stream.
+    const bool should = plan.vector_io && c.problem.rows == (int64_t{1} << 20) &&
                         c.problem.op == NormOp::kRmsNorm && c.problem.cols <= 16384 &&
                         dtype_size(c.problem.x_dtype) == 2;
     return should && !streamed ? "not streamed where it fits" : nullptr;
   });
+}
+
+TEST(MakePlan, RegistersUntilEveryResidentCtaHasARow) {
+  // bf16 N=4096: 256-thread CTAs, 8 resident per SM, 1056 on 132 SMs.
+  auto variant = [](int64_t m) {
+    return make_plan(
+               problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 4096, m, kLayouts[0]),
+               hopper())
+        .variant;
+  };
+  EXPECT_EQ(variant(256), KernelVariant::kRowInRegisters);
+  EXPECT_EQ(variant(1056), KernelVariant::kRowInRegisters);
+  EXPECT_EQ(variant(1057), KernelVariant::kStreamed);
 }
 
 TEST(MakePlan, StreamedKeepsRowsInFlight) {

@@ -94,7 +94,7 @@ def test_batch_invariance(device, n, gen):
 def test_large_batches_give_the_single_row_bits(dtype, n, pdl, gen):
     """A large aligned batch and single rows agree bitwise on both outputs, with and without PDL.
     The fused op keeps the registers schedule at every M (it measured faster than streaming)."""
-    m = schedule_test_rows(n)
+    m = schedule_test_rows(n, dtype)
     w = torch.randn(n, generator=gen).to(dtype).to("cuda")
     x = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
     residual = torch.randn(m, n, generator=gen).to(dtype).to("cuda")

@@ -121,7 +121,7 @@ def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
     one (unaligned batch) give a row the same bits, with and without PDL; and stay within the
     float64 bounds."""
     dtype, wdtype = combo
-    m = schedule_test_rows(n)
+    m = schedule_test_rows(n, dtype)
     w = make_weight(n, wdtype, "cuda", gen)
     batch = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
     previous = oink.set_pdl(pdl)
