@@ -3,8 +3,9 @@
 # test suite on the GPU, compute-sanitizer over a representative subset, the benchmark; logs and a
 # summary go to $OUT (default ./out).
 #
-#   tools/gpu_run.sh [STAGE ...]     stages: build test sanitize kernels schedules bench
-#                                    (default: all)
+#   tools/gpu_run.sh [STAGE ...]     stages: build sanitize test kernels schedules bench
+#                                    (default: all; they run in this order, the sanitizer first
+#                                    because it is short and a cut-off run should still have it)
 #   BENCH_ARGS="--suite decode,dsv3,quack --op all" tools/gpu_run.sh bench
 #   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
 #
@@ -14,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-STAGES=${*:-build test sanitize kernels schedules bench}
+STAGES=${*:-build sanitize test kernels schedules bench}
 KERNEL_BUILD=/tmp/oink-kernels  # torch-free CMake build: ptxas reports, SASS, the schedule sweep
 SUMMARY="$OUT/summary.txt"
 export PYTHONUNBUFFERED=1
@@ -39,17 +40,6 @@ if has_stage build; then
   fi
 fi
 
-if has_stage test; then
-  start=$SECONDS
-  # One process: with 8 pytest-xdist workers the largest sweep cases ran the 141 GB card out of
-  # memory (2026-11-30); serially the suite takes about 5 minutes.
-  python3 -m pytest tests/python -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} \
-    >"$OUT/tests.log" 2>&1
-  rc=$?
-  note "tests: rc=$rc ($((SECONDS - start)) s): $(tail -1 "$OUT/tests.log")"
-  grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20 | tee -a "$SUMMARY"
-fi
-
 if has_stage sanitize; then
   : >"$OUT/sanitizer.log"
   for tool in memcheck racecheck; do
@@ -60,6 +50,17 @@ if has_stage sanitize; then
     rc=$?
     note "sanitizer $tool: rc=$rc ($((SECONDS - start)) s): $(grep -E 'ERROR SUMMARY|wrong results' "$OUT/sanitizer.log" | tail -2 | tr '\n' ' ')"
   done
+fi
+
+if has_stage test; then
+  start=$SECONDS
+  # One process: with 8 pytest-xdist workers the largest sweep cases ran the 141 GB card out of
+  # memory (2026-11-30); serially the suite takes about 5 minutes.
+  python3 -m pytest tests/python -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} \
+    >"$OUT/tests.log" 2>&1
+  rc=$?
+  note "tests: rc=$rc ($((SECONDS - start)) s): $(tail -1 "$OUT/tests.log")"
+  grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20 | tee -a "$SUMMARY"
 fi
 
 configure_kernel_build() {
