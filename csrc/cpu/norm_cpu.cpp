@@ -4,6 +4,18 @@
 
 #include "core/float_convert.h"
 
+// x86-64: the row loops are compiled three times (AVX-512, AVX2 + FMA + F16C, baseline) and the
+// loader picks the best the CPU runs (GCC/Clang function multi-versioning). Every clone performs
+// the same IEEE operations in the same order (no fast-math; -ffp-contract=off), so results do not
+// depend on the clone. Elsewhere: one portable build.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define OINK_CPU_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define OINK_CPU_CLONES
+#endif
+#define OINK_INLINE inline __attribute__((always_inline))
+
 namespace oink {
 namespace {
 
@@ -12,20 +24,20 @@ struct HostElem;
 template <>
 struct HostElem<DType::kFloat32> {
   using Storage = float;
-  static float load(float v) { return v; }
-  static float store(float v) { return v; }
+  static OINK_INLINE float load(float v) { return v; }
+  static OINK_INLINE float store(float v) { return v; }
 };
 template <>
 struct HostElem<DType::kBFloat16> {
   using Storage = uint16_t;
-  static float load(uint16_t v) { return bf16_to_float(v); }
-  static uint16_t store(float v) { return float_to_bf16(v); }
+  static OINK_INLINE float load(uint16_t v) { return bf16_to_float(v); }
+  static OINK_INLINE uint16_t store(float v) { return float_to_bf16(v); }
 };
 template <>
 struct HostElem<DType::kFloat16> {
   using Storage = uint16_t;
-  static float load(uint16_t v) { return half_to_float(v); }
-  static uint16_t store(float v) { return float_to_half(v); }
+  static OINK_INLINE float load(uint16_t v) { return half_to_float(v); }
+  static OINK_INLINE uint16_t store(float v) { return float_to_half(v); }
 };
 
 // Sum of squares in float64: PyTorch's CPU kernels accumulate float32 in double too
@@ -36,7 +48,7 @@ struct HostElem<DType::kFloat16> {
 constexpr int kLanes = 16;
 
 template <typename Load>
-double sum_of_squares(int64_t n, Load load) {
+OINK_INLINE double sum_of_squares(int64_t n, Load load) {
   double lanes[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
@@ -56,7 +68,7 @@ double sum_of_squares(int64_t n, Load load) {
 }
 
 template <DType XD, DType WD, bool kFused>
-void rows_kernel(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t end) {
+OINK_INLINE void rows_kernel(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t end) {
   using X = HostElem<XD>;
   using W = HostElem<WD>;
   using XS = typename X::Storage;
@@ -82,7 +94,7 @@ void rows_kernel(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t
 }
 
 template <DType XD, DType WD>
-void dispatch_op(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t end) {
+OINK_INLINE void dispatch_op(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t end) {
   if (p.op == NormOp::kFusedAddRmsNorm) {
     rows_kernel<XD, WD, true>(p, a, begin, end);
   } else {
@@ -91,7 +103,8 @@ void dispatch_op(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t
 }
 
 template <DType XD>
-void dispatch_weight(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t end) {
+OINK_INLINE void dispatch_weight(const NormProblem& p, const NormArgs& a, int64_t begin,
+                                 int64_t end) {
   // Without a weight the weight type is irrelevant; use x's.
   if (p.has_weight && p.w_dtype == DType::kFloat32) {
     dispatch_op<XD, DType::kFloat32>(p, a, begin, end);
@@ -102,7 +115,8 @@ void dispatch_weight(const NormProblem& p, const NormArgs& a, int64_t begin, int
 
 }  // namespace
 
-void norm_rows_cpu(const NormProblem& p, const NormArgs& a, int64_t begin, int64_t end) {
+OINK_CPU_CLONES void norm_rows_cpu(const NormProblem& p, const NormArgs& a, int64_t begin,
+                                   int64_t end) {
   switch (p.x_dtype) {
     case DType::kFloat32:
       return dispatch_weight<DType::kFloat32>(p, a, begin, end);
