@@ -28,36 +28,37 @@ inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
 
+// float16 conversions written without branches (every case computed, then selected), so that
+// loops over rows vectorise; the exhaustive tests in tests/cpp/test_float_convert.cpp hold them to
+// round-to-nearest-even on every pattern.
 inline float half_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1f) return bits_float(sign | 0x7f800000u | (mant << 13));  // Inf / NaN
-  if (exp != 0) return bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
-  // Subnormal (or zero): value = mant * 2^-24, exact in float.
-  const float magnitude = static_cast<float>(mant) * 5.9604644775390625e-8f;
-  return sign ? -magnitude : magnitude;
+  const uint32_t magnitude = h & 0x7fffu;
+  // Normal: move exponent and mantissa into place, rebias 15 -> 127; Inf/NaN: exponent 255.
+  uint32_t bits = (magnitude << 13) + 0x38000000u;
+  bits = magnitude >= 0x7c00u ? bits + 0x38000000u : bits;
+  // Subnormal (or zero): value = mantissa * 2^-24, exact in float.
+  const float subnormal =
+      static_cast<float>(static_cast<int32_t>(magnitude)) * 5.9604644775390625e-8f;
+  const float value = magnitude < 0x0400u ? subnormal : bits_float(bits);
+  return bits_float(float_bits(value) | sign);
 }
 
 inline uint16_t float_to_half(float f) {
   const uint32_t u = float_bits(f);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u | static_cast<uint16_t>((abs >> 13) & 0x3ffu);
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: Inf
-  if (abs < 0x38800000u) {
-    // Result is subnormal or zero: scale so the half ulp (2^-24) becomes 1, round to nearest even.
-    const float scaled = bits_float(abs) * 16777216.0f;  // exact: power-of-two scaling
-    const uint32_t whole = static_cast<uint32_t>(scaled);
-    const float frac = scaled - static_cast<float>(whole);
-    uint32_t q = whole;
-    if (frac > 0.5f || (frac == 0.5f && (whole & 1u))) ++q;
-    return sign | static_cast<uint16_t>(q);
-  }
-  // Normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even.
-  const uint32_t rebased = abs - 0x38000000u;  // exponent 127 -> 15
-  const uint32_t rounding = 0xfffu + ((rebased >> 13) & 1u);
-  return sign | static_cast<uint16_t>((rebased + rounding) >> 13);
+  // NaN: quiet, top mantissa bits kept.
+  const uint32_t nan = 0x7e00u | ((abs >> 13) & 0x3ffu);
+  // Subnormal result: adding 0.5 (whose ulp is the half ulp, 2^-24) makes the FPU round to
+  // nearest even; the low bits of the sum are the half's mantissa (0x400: the smallest normal).
+  const uint32_t subnormal = float_bits(bits_float(abs) + 0.5f) - 0x3f000000u;
+  // Normal: rebias 127 -> 15, round the 13 dropped mantissa bits to nearest even.
+  const uint32_t normal = (abs - 0x38000000u + 0xfffu + ((abs >> 13) & 1u)) >> 13;
+  uint32_t h = abs < 0x38800000u ? subnormal : normal;
+  h = abs >= 0x477ff000u ? 0x7c00u : h;  // rounds to >= 65520: Inf
+  h = abs > 0x7f800000u ? nan : h;
+  return static_cast<uint16_t>(h | sign);
 }
 
 }  // namespace oink
