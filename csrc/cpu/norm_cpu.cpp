@@ -5,7 +5,7 @@
 #include "core/float_convert.h"
 
 // x86-64: the row loops are compiled three times (AVX-512, AVX2 + FMA + F16C, baseline) and the
-// loader picks the best the CPU runs (GCC/Clang function multi-versioning). Every clone performs
+// loader picks the best the CPU runs (GCC function multi-versioning). Every clone performs
 // the same IEEE operations in the same order (no fast-math; -ffp-contract=off), so results do not
 // depend on the clone. Elsewhere (other CPUs, other compilers, GCC < 12): one portable build.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12

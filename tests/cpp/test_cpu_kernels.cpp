@@ -186,6 +186,37 @@ TEST(NormRowsCpu, RmsNormMatchesFloat64Reference) {
   }
 }
 
+// The documented operations, one by one, in this file's own (baseline x86-64) build: 16 float64
+// lanes (element j in lane j % 16) combined pairwise, rstd = 1 / sqrt(ss / N + eps), then
+// round(float(x * rstd * w)). norm_rows_cpu runs whichever ISA clone the CPU supports (AVX-512
+// on the CI machine) and must give the same bits: no clone may reassociate or contract.
+TEST(NormRowsCpu, EveryIsaCloneGivesTheDocumentedBits) {
+  for (const Combo& c : kCombos) {
+    for (int64_t n : kCols) {
+      SCOPED_TRACE(name(c, 3, n));
+      const Inputs in = random_inputs(c, 3, n, 0, 0, static_cast<uint32_t>(n * 7 + 1));
+      const Result r = run(NormOp::kRmsNorm, c, in, {0, 3});
+      Rows expected(c.x, 3, n, n + 3, kOutTag);
+      for (int64_t i = 0; i < 3; ++i) {
+        double lanes[16] = {};
+        for (int64_t j = 0; j < n; ++j) {
+          const double v = in.x.get(i, j);
+          lanes[j % 16] += v * v;
+        }
+        for (int width = 8; width > 0; width /= 2) {
+          for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+        }
+        const double rstd = 1.0 / std::sqrt(lanes[0] / static_cast<double>(n) + kEps);
+        for (int64_t j = 0; j < n; ++j) {
+          const double w = c.has_w ? static_cast<double>(in.w.get(0, j)) : 1.0;
+          expected.set(i, j, static_cast<float>(in.x.get(i, j) * rstd * w));
+        }
+        EXPECT_TRUE(same_bits(expected, r.out, i, i)) << "row " << i;
+      }
+    }
+  }
+}
+
 TEST(NormRowsCpu, FusedAddStoresRoundedSumThenNormalisesIt) {
   for (const Combo& c : kCombos) {
     for (int64_t n : kCols) {
