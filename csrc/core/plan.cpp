@@ -128,8 +128,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
       plan.chunks_per_thread = static_cast<int>(needed);
       plan.stages = streamed.stages;
       plan.smem_bytes = streamed.smem_bytes;
-      const int64_t resident = int64_t{device.sm_count} * streamed.ctas_per_sm;
-      plan.grid = groups < resident ? groups : resident;
+      plan.grid = int64_t{device.sm_count} * streamed.ctas_per_sm;  // < groups (streamed_pays)
     } else if (needed <= capacity) {
       plan.variant = KernelVariant::kRowInRegisters;
       plan.chunks_per_thread = static_cast<int>(next_pow2(needed));
