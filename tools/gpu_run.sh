@@ -3,19 +3,19 @@
 # test suite on the GPU, compute-sanitizer over a representative subset, the benchmark; logs and a
 # summary go to $OUT (default ./out).
 #
-#   tools/gpu_run.sh [STAGE ...]     stages: build sanitize test kernels schedules bench
+#   tools/gpu_run.sh [STAGE ...]     stages: build sanitize test kernels schedules profile bench
 #                                    (default: all; they run in this order, the sanitizer first
 #                                    because it is short and a cut-off run should still have it)
 #   BENCH_ARGS="--suite decode,dsv3,quack --op all" tools/gpu_run.sh bench
 #   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
-# sanitizer.log, kernels.txt, schedules.txt and bench.tar.gz.
+# sanitizer.log, kernels.txt, schedules.txt, profile.txt and bench.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-STAGES=${*:-build sanitize test kernels schedules bench}
+STAGES=${*:-build sanitize test kernels schedules profile bench}
 KERNEL_BUILD=/tmp/oink-kernels  # torch-free CMake build: ptxas reports, SASS, the schedule sweep
 SUMMARY="$OUT/summary.txt"
 export PYTHONUNBUFFERED=1
@@ -89,6 +89,25 @@ if has_stage schedules; then
   configure_kernel_build && ninja -C "$KERNEL_BUILD" oink_schedule_sweep >/dev/null 2>&1 &&
     "$KERNEL_BUILD/oink_schedule_sweep" >"$OUT/schedules.txt" 2>&1
   note "schedules: rc=$? ($((SECONDS - start)) s), $(grep -c ' planner ' "$OUT/schedules.txt") cases"
+fi
+
+if has_stage profile; then
+  # Nsight Compute on the planner's plan of a few cases (the first launch of each): DRAM and issue
+  # utilisation, stall reasons, occupancy: what bounds each schedule.
+  start=$SECONDS
+  ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  : >"$OUT/profile.txt"
+  if configure_kernel_build && ninja -C "$KERNEL_BUILD" oink_schedule_sweep >/dev/null 2>&1; then
+    for case in "rmsnorm 7168 1" "fused_add_rms_norm 7168 1" "rmsnorm 7168 16384" \
+      "rmsnorm 4096 65536" "fused_add_rms_norm 4096 65536"; do
+      echo "== ncu: $case (the planner's plan, first launch)" >>"$OUT/profile.txt"
+      # shellcheck disable=SC2086
+      "$ncu_bin" --section SpeedOfLight --section SchedulerStats --section WarpStateStats \
+        --section Occupancy -k regex:norm -c 1 "$KERNEL_BUILD/oink_schedule_sweep" $case \
+        >>"$OUT/profile.txt" 2>&1
+    done
+  fi
+  note "profile: ($((SECONDS - start)) s) $(grep -c '== ncu' "$OUT/profile.txt") cases"
 fi
 
 if has_stage bench; then

@@ -15,7 +15,7 @@ import oink
 from oink.testing import DTYPE_COMBOS, padded_rows, rmsnorm_reference, schedule_test_rows
 
 CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072]  # 1, 2, 4 chunks/thread; two-pass
-STREAMED_N = [64, 4096, 16384]  # persistent CTAs, 128 / 256 / 1024 threads
+STREAMED_N = [64, 4096, 16384, 32768]  # persistent CTAs: 128 / 256 / 1024 threads; 4 chunks
 
 
 def cases(dtype):

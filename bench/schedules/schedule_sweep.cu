@@ -4,6 +4,7 @@
 // launches a plan the kernels do not support.
 //
 //   oink_schedule_sweep            decode and large-batch cases, bf16; one line per (case, plan)
+//   oink_schedule_sweep OP N M     one case (OP: rmsnorm or fused_add_rms_norm), e.g. under ncu
 //
 // Timing: a CUDA graph of kCalls launches over rotating buffer sets (one pass over the sets is
 // more than twice the L2), median over kReplays replays between CUDA events.
@@ -175,8 +176,36 @@ NormProblem bf16_problem(NormOp op, int64_t n, int64_t m) {
 }  // namespace
 }  // namespace oink
 
-int main() {
+int main(int argc, char** argv) {
   using namespace oink;
+  struct Case {
+    NormOp op;
+    int64_t n, m;
+  };
+  std::vector<Case> cases;
+  if (argc == 4) {
+    const std::string op = argv[1];
+    if (op != "rmsnorm" && op != "fused_add_rms_norm") {
+      std::fprintf(stderr, "oink_schedule_sweep: OP must be rmsnorm or fused_add_rms_norm\n");
+      return 2;
+    }
+    const int64_t n = std::atoll(argv[2]), m = std::atoll(argv[3]);
+    if (n < 1 || m < 1) {
+      std::fprintf(stderr, "oink_schedule_sweep: N and M must be positive integers\n");
+      return 2;
+    }
+    cases.push_back({op == "rmsnorm" ? NormOp::kRmsNorm : NormOp::kFusedAddRmsNorm, n, m});
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: oink_schedule_sweep [OP N M]\n");
+    return 2;
+  } else {
+    const int64_t shapes[][2] = {{4096, 1},     {7168, 1},     {7168, 64},
+                                 {4096, 1024},  {7168, 1024},  {4096, 65536},
+                                 {6144, 16384}, {7168, 65536}, {16384, 16384}};
+    for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
+      for (const auto& s : shapes) cases.push_back({op, s[0], s[1]});
+    }
+  }
   int device = 0;
   check(cudaGetDevice(&device), "device");
   cudaDeviceProp prop{};
@@ -187,33 +216,27 @@ int main() {
   std::printf("# %s, %d SMs, L2 %d MiB; µs per launch (median of %d graph replays of %d)\n",
               prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, kReplays, kCalls);
   std::printf("%-19s %6s %7s %-22s %9s %8s  plan\n", "op", "N", "M", "candidate", "us", "GB/s");
-  struct Shape {
-    int64_t n, m;
-  };
-  const Shape shapes[] = {{4096, 1},    {7168, 1},     {7168, 64},    {4096, 1024},
-                          {7168, 1024}, {4096, 65536}, {7168, 65536}, {16384, 16384}};
-  for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
-    for (const Shape& s : shapes) {
-      const NormProblem p = bf16_problem(op, s.n, s.m);
-      Buffers buffers = allocate(p, prop.l2CacheSize);
-      const double moved = (op == NormOp::kRmsNorm ? 2.0 : 4.0) * s.m * s.n * 2 + s.n * 2;
-      for (const Candidate& c : candidates(p, d)) {
-        NormProblem used = p;
-        used.has_weight = c.weight;
-        const std::string broken = plan_violation(c.plan, used, d);
-        if (!broken.empty()) {
-          std::printf("%-19s %6lld %7lld %-22s   invalid: %s\n", op_name(op), (long long)s.n,
-                      (long long)s.m, c.name.c_str(), broken.c_str());
-          continue;
-        }
-        const double us = time_plan(c.plan, used, buffers, c.weight, stream);
-        std::printf("%-19s %6lld %7lld %-22s %9.2f %8.0f  %s\n", op_name(op), (long long)s.n,
-                    (long long)s.m, c.name.c_str(), us, us > 0 ? moved / us / 1e3 : 0.0,
-                    describe(c.plan, used, d).c_str());
-        std::fflush(stdout);
+  for (const Case& s : cases) {
+    const NormOp op = s.op;
+    const NormProblem p = bf16_problem(op, s.n, s.m);
+    Buffers buffers = allocate(p, prop.l2CacheSize);
+    const double moved = (op == NormOp::kRmsNorm ? 2.0 : 4.0) * s.m * s.n * 2 + s.n * 2;
+    for (const Candidate& c : candidates(p, d)) {
+      NormProblem used = p;
+      used.has_weight = c.weight;
+      const std::string broken = plan_violation(c.plan, used, d);
+      if (!broken.empty()) {
+        std::printf("%-19s %6lld %7lld %-22s   invalid: %s\n", op_name(op), (long long)s.n,
+                    (long long)s.m, c.name.c_str(), broken.c_str());
+        continue;
       }
-      release(buffers);
+      const double us = time_plan(c.plan, used, buffers, c.weight, stream);
+      std::printf("%-19s %6lld %7lld %-22s %9.2f %8.0f  %s\n", op_name(op), (long long)s.n,
+                  (long long)s.m, c.name.c_str(), us, us > 0 ? moved / us / 1e3 : 0.0,
+                  describe(c.plan, used, d).c_str());
+      std::fflush(stdout);
     }
+    release(buffers);
   }
   return 0;
 }

@@ -120,9 +120,11 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     plan.grid = groups;
     const int64_t needed = ceil_div(plan.chunks_per_row, plan.threads_per_row);
     const int capacity = plan.vector_io ? kMaxChunksPerThread : kMaxChunksPerThreadElementwise;
+    // The streamed kernels are instantiated for up to kMaxChunksPerThread chunks per thread.
     const StreamedShape streamed =
-        plan.vector_io ? streamed_shape(p, device, static_cast<int>(needed), plan.block_threads)
-                       : StreamedShape{};
+        plan.vector_io && needed <= kMaxChunksPerThread
+            ? streamed_shape(p, device, static_cast<int>(needed), plan.block_threads)
+            : StreamedShape{};
     if (streamed.stages > 0 && streamed_pays(p, groups, streamed.ctas_per_sm, device)) {
       plan.variant = KernelVariant::kStreamed;
       plan.chunks_per_thread = static_cast<int>(needed);
@@ -175,6 +177,7 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     if (static_cast<int64_t>(c) * tpr < plan.chunks_per_row) return "registers do not hold the row";
   } else if (streamed) {
     if (!plan.vector_io) return "the streamed variant needs vector I/O";
+    if (c > kMaxChunksPerThread) return "streamed chunks_per_thread must be at most 4";
     if (static_cast<int64_t>(c - 1) * tpr >= plan.chunks_per_row ||
         static_cast<int64_t>(c) * tpr < plan.chunks_per_row) {
       return "streamed chunks_per_thread must be ceil(chunks_per_row / threads_per_row)";

@@ -1,5 +1,6 @@
 // Asynchronous memory primitives: per-thread 16-byte global->shared copies (cp.async, sm_80+),
-// an L2 prefetch of a whole buffer (sm_90+), and programmatic dependent launch (sm_90+).
+// an L2 prefetch of a whole buffer (sm_90+), an L1 prefetch of a line, and programmatic
+// dependent launch (sm_90+).
 // The only place with inline PTX. Below sm_90 the sm_90 instructions compile to nothing, which is
 // correct: the planner never asks for PDL there, and a prefetch is only a hint.
 #pragma once
@@ -53,6 +54,12 @@ __device__ __forceinline__ void prefetch_l2(const void* gmem, uint32_t bytes) {
   (void)gmem;
   (void)bytes;
 #endif
+}
+
+// Asks this SM's L1 for the line holding `gmem`: a later ordinary load of it then hits L1
+// instead of waiting on L2 or HBM, with no register held in between. A hint, never a fault.
+__device__ __forceinline__ void prefetch_l1(const void* gmem) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(gmem));
 }
 
 // Programmatic dependent launch. wait: blocks until the grids this launch depends on have

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "device/async.cuh"
 #include "device/vec.cuh"
 
 namespace oink {
@@ -71,15 +72,10 @@ struct NormRow {
     return v;
   }
 
-  // The values that get normalised, straight from global memory.
-  __device__ XVec load_source(int64_t col) const {
-    if constexpr (kFused) {
-      return add_residual(col, load_x(col), load_residual(col));
-    } else {
-      return load_x(col);
-    }
+  // Brings the weight chunk at `col` into L1, so that load_weight(col) later hits there.
+  __device__ void prefetch_weight(int64_t col) const {
+    if (weight != nullptr) device::prefetch_l1(weight + col);
   }
-
   __device__ WVec load_weight(int64_t col) const {
     WVec w;
     if (weight != nullptr) {
@@ -125,5 +121,18 @@ struct NormRow {
     device::store_chunk<kVector, T, kElems>(out, col, n, y);
   }
 };
+
+// Programmatic dependent launch, first thing in every kernel. CTA 0 asks the L2 for the weight
+// (a parameter no preceding kernel is expected to write, and a prefetch is coherent anyway) while
+// the preceding kernel drains; then every CTA waits for it before touching memory, and lets the
+// next PDL launch start its CTAs.
+template <typename W, bool kVector>
+__device__ __forceinline__ void begin_pdl(const KernelParams& p) {
+  if (kVector && p.use_pdl && p.weight != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+    device::prefetch_l2(p.weight, static_cast<uint32_t>(p.cols * sizeof(W)));
+  }
+  device::pdl_wait();
+  device::pdl_launch_dependents();
+}
 
 }  // namespace oink

@@ -178,6 +178,7 @@ TEST(MakePlan, StreamedOnlyForAlignedRmsnormBatchesBeyondTheResidentCtas) {
     if (streamed) {
       if (c.problem.op != NormOp::kRmsNorm) return "fused op streamed";
       if (!plan.vector_io) return "streamed without vector I/O";
+      if (plan.chunks_per_thread > kMaxChunksPerThread) return "streamed past the instantiations";
       // Persistent and fully resident: a whole number of CTAs per SM, each with >1 group.
       if (plan.grid % c.device.sm_count != 0) return "streamed grid not whole CTAs per SM";
       if (plan.grid >= groups) return "streamed with no more groups than CTAs";
@@ -346,6 +347,8 @@ TEST(PlanViolation, CatchesBrokenPlans) {
        [](NormPlan&) {}},
       {"streamed with too few slots", bf16(4096, 4097), bf16(4096, 4097), gpu,
        [](NormPlan& p) { p.chunks_per_thread = 1; }},
+      {"streamed with 5 chunks per thread", bf16(4096, 4097), bf16(4096, 4097), gpu,
+       [](NormPlan& p) { p.chunks_per_thread = 5; }, "at most 4"},
       {"stages on a register plan", bf16(4096, 17), bf16(4096, 17), gpu,
        [](NormPlan& p) { p.stages = 2; }},
       {"more CTAs than row groups", bf16(4096, 4097), bf16(4096, 4097), gpu,

@@ -93,3 +93,22 @@ def test_bad_arguments_fail_clearly(tmp_path: Path) -> None:
     proc = _run_bench(tmp_path, "--providers", "oink,nope")
     assert proc.returncode == 2
     assert "unknown provider" in proc.stderr
+
+
+def test_every_suite_has_shapes_in_every_mode() -> None:
+    from oink.bench import suites
+
+    for suite in suites.SUITES:
+        for device in ("cuda", "cpu"):
+            for quick in (False, True):
+                pairs = suites.shapes(suite, device, quick)
+                assert pairs, (suite, device, quick)
+                assert all(n > 0 and m > 0 for n, m in pairs)
+    # The GPU suites named after issue 4's regimes hold the shapes its targets name.
+    large = suites.shapes("large", "cuda", False)
+    assert {n for n, _ in large} == {4096, 6144, 7168, 8192, 16384}
+    assert min(m for _, m in large) >= 4096
+    assert {m for _, m in suites.shapes("mid", "cuda", False)} == {128, 256, 512, 1024, 2048}
+    large_n = suites.shapes("large_n", "cuda", False)
+    assert {n for n, _ in large_n} == {32768, 65536, 131072, 262144}
+    assert min(m for _, m in large_n) >= 1024

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SUITES = ("decode", "dsv3", "quack", "sweep")
+SUITES = ("decode", "mid", "dsv3", "large", "large_n", "quack", "sweep")
 
 
 def _pow2(lo: int, hi: int) -> list[int]:
@@ -17,8 +17,14 @@ def _pow2(lo: int, hi: int) -> list[int]:
 _GPU = {
     # Decode batches: one token per sequence.
     "decode": ([4096, 7168, 8192], _pow2(1, 256)),
+    # Mid-size batches (issue 4's "mid" regime: M = 128 ... 2048).
+    "mid": ([4096, 7168, 8192], _pow2(128, 2048)),
     # DeepSeek-V3-like hidden sizes at prefill batch sizes.
     "dsv3": ([6144, 7168, 8192], [4096, 16384, 65536]),
+    # Issue 4's "large" regime: every hidden size it names, M >= 4096.
+    "large": ([4096, 6144, 7168, 8192, 16384], [4096, 16384, 65536]),
+    # Issue 4's "large N" regime: rows too long for one CTA's registers, M >= 1024.
+    "large_n": (_pow2(32768, 262144), [1024, 4096]),
     # Quack's published suite: N = 4096, M = 8K ... 512K.
     "quack": ([4096], _pow2(8192, 524288)),
     # The scaling picture: N = 1024 ... 262144 at a few M.
@@ -27,7 +33,10 @@ _GPU = {
 
 _GPU_QUICK = {
     "decode": ([4096, 7168], [1, 16, 256]),
+    "mid": ([7168], [128, 1024]),
     "dsv3": ([7168], [4096, 65536]),
+    "large": ([4096, 16384], [4096, 65536]),
+    "large_n": ([32768, 262144], [1024]),
     "quack": ([4096], [8192, 131072]),
     "sweep": ([1024, 16384, 262144], [1, 4096]),
 }
@@ -35,14 +44,20 @@ _GPU_QUICK = {
 # CPU mode: same suites, shapes scaled down so a 2-core machine finishes in seconds.
 _CPU = {
     "decode": ([1024, 4096], _pow2(1, 64)),
+    "mid": ([4096], [128, 256]),
     "dsv3": ([6144, 7168, 8192], [64, 256]),
+    "large": ([4096, 16384], [256]),
+    "large_n": ([32768, 65536], [16]),
     "quack": ([4096], _pow2(256, 2048)),
     "sweep": (_pow2(1024, 32768), [1, 64]),
 }
 
 _CPU_QUICK = {
     "decode": ([1024, 4096], [1, 8, 64]),
+    "mid": ([4096], [128]),
     "dsv3": ([7168], [64]),
+    "large": ([16384], [64]),
+    "large_n": ([32768], [8]),
     "quack": ([4096], [256, 1024]),
     "sweep": ([1024, 8192, 32768], [1, 64]),
 }

@@ -1,0 +1,152 @@
+// The per-row-group schedules: one CTA per group of rows (one row, or several short ones), no
+// persistence. norm_kernel<.., kChunks > 0> is `row_in_registers` (a row read once into
+// registers, written once: the lowest latency, for decode and mid-size batches);
+// norm_kernel<.., 0> is `two_pass` (rows too long for registers: sum in pass 1, re-read mostly
+// from L2 and write in pass 2). See docs/kernels.md for when make_plan() picks which.
+#pragma once
+
+#include <cstdint>
+
+#include "device/reduce.cuh"
+#include "device/vec.cuh"
+#include "kernels/norm_row.cuh"
+
+namespace oink {
+
+// kChunks: register capacity per thread (1, 2, 4), or 0 for the two-pass variant.
+template <typename T, typename W, bool kFused, bool kVector, int kChunks>
+__global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
+  using Row = NormRow<T, W, kFused, kVector>;
+  using Acc = typename Row::Acc;
+  using XVec = typename Row::XVec;
+  using WVec = typename Row::WVec;
+  constexpr int kElems = Row::kElems;
+  __shared__ alignas(16) Acc warp_sums[32];
+  begin_pdl<W, kVector>(p);
+
+  const int lane = threadIdx.x & (p.threads_per_row - 1);
+  const int64_t row = int64_t{blockIdx.x} * p.rows_per_cta + threadIdx.x / p.threads_per_row;
+  // Threads past the last row still take part in the reductions (full-warp shuffles, barriers).
+  const bool active = row < p.rows;
+  const Row r(p, row, active);
+  const int tpr = p.threads_per_row;
+  const int64_t chunks = p.chunks_per_row;
+
+  if constexpr (kChunks > 0) {
+    // Every load is issued before any value is used: a use between two guarded loads makes the
+    // compiler wait for the first before issuing the second (SASS, 2026-11-30: x chunk 0, x chunk
+    // 1 and the weight were three dependent memory round trips at M=1). The weight goes into
+    // registers with x where they allow (rmsnorm up to 2 chunks, the fused op at 1); elsewhere it
+    // spilled (ptxas; the fused op at 2 chunks on sm_100a), so it is prefetched into L1 instead
+    // and loaded from there after the reduction. The fused op's residual joins x where registers
+    // allow; with 4 chunks, or element-wise I/O, holding both streams spilled, so each chunk's
+    // residual is loaded next to its use.
+    constexpr bool kWeightInRegisters = kFused ? kChunks == 1 : kChunks <= 2;
+    constexpr bool kResidualFirst = kFused && kVector && kChunks <= 2;
+    XVec v[kChunks];
+    XVec res[kResidualFirst ? kChunks : 1];
+    WVec w[kWeightInRegisters ? kChunks : 1];
+    bool mine[kChunks];
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) mine[i] = active && lane + int64_t{i} * tpr < chunks;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int64_t col = (lane + int64_t{i} * tpr) * kElems;
+      if (mine[i]) v[i] = r.load_x(col);
+      if constexpr (kResidualFirst) {
+        if (mine[i]) res[i] = r.load_residual(col);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      const int64_t col = (lane + int64_t{i} * tpr) * kElems;
+      if constexpr (kWeightInRegisters) {
+        if (mine[i]) w[i] = r.load_weight(col);
+      } else {
+        if (mine[i]) r.prefetch_weight(col);
+      }
+    }
+    Acc acc = 0;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      if (mine[i]) {
+        if constexpr (kFused) {
+          const int64_t col = (lane + int64_t{i} * tpr) * kElems;
+          if constexpr (kResidualFirst) {
+            v[i] = r.add_residual(col, v[i], res[i]);
+          } else {
+            v[i] = r.add_residual(col, v[i], r.load_residual(col));
+          }
+        }
+        acc = Row::add_squares(v[i], acc);
+      }
+    }
+    const Acc rstd = Row::inv_rms(device::row_sum(acc, tpr, warp_sums), p);
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      if (mine[i]) {
+        const int64_t col = (lane + int64_t{i} * tpr) * kElems;
+        if constexpr (kWeightInRegisters) {
+          r.store_normalized(col, v[i], w[i], rstd);
+        } else {
+          r.store_normalized(col, v[i], r.load_weight(col), rstd);
+        }
+      }
+    }
+  } else {
+    // Rows too long for registers: sum in pass 1, re-read (mostly from L2) and write in pass 2.
+    // Both passes issue kBatch chunks' loads before using any, so several are in flight per
+    // thread; the sums still follow increasing chunk order. The fused op's pass 2 re-reads the
+    // residual this same thread just stored.
+    // Pass 1 batches 4 chunks with vector I/O and one stream, else 2; pass 2 (x and weight)
+    // always 2: at 4 they spilled (ptxas).
+    constexpr int kBatch = kVector && !kFused ? 4 : 2;
+    constexpr int kStoreBatch = 2;
+    Acc acc = 0;
+    if (active) {
+      for (int64_t base = lane; base < chunks; base += int64_t{kBatch} * tpr) {
+        XVec v[kBatch];
+        XVec res[kFused ? kBatch : 1];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          const int64_t chunk = base + int64_t{j} * tpr;
+          if (chunk < chunks) v[j] = r.load_x(chunk * kElems);
+          if constexpr (kFused) {
+            if (chunk < chunks) res[j] = r.load_residual(chunk * kElems);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          const int64_t chunk = base + int64_t{j} * tpr;
+          if (chunk < chunks) {
+            if constexpr (kFused) v[j] = r.add_residual(chunk * kElems, v[j], res[j]);
+            acc = Row::add_squares(v[j], acc);
+          }
+        }
+      }
+    }
+    const Acc rstd = Row::inv_rms(device::row_sum(acc, tpr, warp_sums), p);
+    if (active) {
+      const T* src = kFused ? r.res : r.x;
+      for (int64_t base = lane; base < chunks; base += int64_t{kStoreBatch} * tpr) {
+        XVec v[kStoreBatch];
+        WVec w[kStoreBatch];
+#pragma unroll
+        for (int j = 0; j < kStoreBatch; ++j) {
+          const int64_t col = (base + int64_t{j} * tpr) * kElems;
+          if (col < r.n) {
+            v[j] = device::load_chunk<kVector, T, kElems>(src, col, r.n);
+            w[j] = r.load_weight(col);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < kStoreBatch; ++j) {
+          const int64_t col = (base + int64_t{j} * tpr) * kElems;
+          if (col < r.n) r.store_normalized(col, v[j], w[j], rstd);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace oink
