@@ -1,5 +1,7 @@
 #include "core/plan.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace oink {
@@ -28,18 +30,16 @@ bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
   return true;
 }
 
-// The streamed schedule pays a shared-memory round trip per chunk (and a copy of the weight per
-// CTA) to keep rows in flight; that pays only for rmsnorm, and only when the persistent CTAs each
-// get more than one row group. Measured on the H200 (bf16, bench/schedules, docs/kernels.md):
-//   * the fused op's registers schedule, which moves two streams per thread, beat every streamed
-//     shape (N=4096, M=65536: 543 us against 567 us at best);
-//   * with no more row groups than resident CTAs, registers won or tied: N=4096, M=1024 (1056
-//     resident CTAs) 7.50 us against 7.51 us at best; N=7168, M=256: 4.9 us against 5.9 us;
-//     past that, streaming won: N=7168, M=1024 (528 resident) 12.2 us against 14.2 us.
-bool streamed_pays(const NormProblem& p, int64_t groups, int ctas_per_sm,
-                   const DeviceInfo& device) {
-  return p.op == NormOp::kRmsNorm && ctas_per_sm > 0 &&
-         groups > int64_t{device.sm_count} * ctas_per_sm;
+// The streamed schedule keeps rows in flight through shared memory at the cost of a round trip
+// per chunk, a weight copy per CTA and a pipeline to fill and drain per CTA; it pays when every
+// persistent CTA gets at least kStreamedMinGroupsPerCta row groups. Measured on the H200 (bf16,
+// bench/schedules, docs/kernels.md), both ops: N=7168, M=1024 rmsnorm ran in 9.8 us streamed
+// (3.9 groups per CTA) against 12.7 us in registers, the fused op in 17.2 against 19.5; at
+// M=65536 streaming won by 4-22% (fused N=7168: 959 against 1169 us).
+constexpr int64_t kStreamedMinGroupsPerCta = 3;
+
+bool streamed_pays(int64_t groups, int64_t grid) {
+  return grid > 0 && groups >= kStreamedMinGroupsPerCta * grid;
 }
 
 struct StreamedShape {
@@ -48,24 +48,33 @@ struct StreamedShape {
   int ctas_per_sm = 0;
 };
 
-// Stages and residency of a streamed plan: the most CTAs per SM, then the most stages that keep
-// them resident. Measured on the H200 (bench/schedules): resident warps matter more than rows in
-// flight per CTA: N=4096, M=65536 ran in 300 us with 2 stages x 8 CTAs, 308 us with 3 x 6 and
-// 315 us with 4 x 5; N=7168: 586 us (2 x 4) against 601 us (3 x 3). Empty (stages == 0) when two
-// stages do not fit in one CTA's shared memory.
+// Stages and CTAs per SM of a streamed plan: the resident shape whose bytes in flight (the rows
+// its stages fetch, whole device) come closest to kStreamedBytesInFlight (by ratio), more CTAs
+// first on a tie. Empty (stages == 0)
+// when two stages do not fit in one CTA's shared memory.
 StreamedShape streamed_shape(const NormProblem& p, const DeviceInfo& d, int chunks_per_thread,
                              int block_threads) {
+  const int streams = p.op == NormOp::kFusedAddRmsNorm ? 2 : 1;
+  const int64_t rows_per_cta = block_threads / threads_per_row_for(p.cols, p.x_dtype);
+  const int64_t group_bytes = rows_per_cta * p.cols * dtype_size(p.x_dtype) * streams;
   StreamedShape best;
-  for (int stages = kMinStages; stages <= kMaxStages; ++stages) {
-    const int64_t smem = streamed_smem_bytes(p, chunks_per_thread, block_threads, stages);
-    if (smem + kStreamedStaticSmemBytes > d.max_smem_per_block) break;
-    int64_t ctas = d.max_threads_per_sm / block_threads;
-    if (ctas > d.max_blocks_per_sm) ctas = d.max_blocks_per_sm;
-    const int64_t by_smem =
-        d.max_smem_per_sm / (smem + kStreamedStaticSmemBytes + d.reserved_smem_per_block);
-    if (by_smem < ctas) ctas = by_smem;
-    if (ctas < 1 || ctas < best.ctas_per_sm) break;  // more stages only cost residency now
-    best = {stages, static_cast<int>(smem), static_cast<int>(ctas)};
+  double best_distance = 0;
+  const int threads_per_sm = std::min(kStreamedThreadsPerSm, d.max_threads_per_sm);
+  for (int64_t ctas = threads_per_sm / block_threads; ctas >= 1; --ctas) {
+    for (int stages = kMinStages; stages <= kMaxStages; ++stages) {
+      const int64_t smem = streamed_smem_bytes(p, chunks_per_thread, block_threads, stages);
+      const int64_t per_cta = smem + kStreamedStaticSmemBytes;
+      if (per_cta > d.max_smem_per_block || ctas > d.max_blocks_per_sm ||
+          ctas * (per_cta + d.reserved_smem_per_block) > d.max_smem_per_sm) {
+        continue;
+      }
+      const double in_flight = static_cast<double>(d.sm_count) * ctas * stages * group_bytes;
+      const double distance = std::fabs(std::log(in_flight / kStreamedBytesInFlight));
+      if (best.stages == 0 || distance < best_distance - 1e-9) {
+        best = {stages, static_cast<int>(smem), static_cast<int>(ctas)};
+        best_distance = distance;
+      }
+    }
   }
   return best;
 }
@@ -76,7 +85,8 @@ int64_t streamed_smem_bytes(const NormProblem& p, int chunks_per_thread, int blo
                             int stages) {
   const int64_t slots = int64_t{chunks_per_thread} * block_threads;  // 16-byte slots per stream
   const int streams = p.op == NormOp::kFusedAddRmsNorm ? 2 : 1;
-  const int weight_pieces = p.has_weight ? dtype_size(p.w_dtype) / dtype_size(p.x_dtype) : 0;
+  // The weight is kept as float32 (converted once per CTA): 4 bytes per element of a chunk.
+  const int weight_pieces = p.has_weight ? 4 / dtype_size(p.x_dtype) : 0;
   return 16 * slots * (weight_pieces + int64_t{stages} * streams);
 }
 
@@ -125,7 +135,8 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
         plan.vector_io && needed <= kMaxChunksPerThread
             ? streamed_shape(p, device, static_cast<int>(needed), plan.block_threads)
             : StreamedShape{};
-    if (streamed.stages > 0 && streamed_pays(p, groups, streamed.ctas_per_sm, device)) {
+    if (streamed.stages > 0 &&
+        streamed_pays(groups, int64_t{device.sm_count} * streamed.ctas_per_sm)) {
       plan.variant = KernelVariant::kStreamed;
       plan.chunks_per_thread = static_cast<int>(needed);
       plan.stages = streamed.stages;

@@ -33,6 +33,17 @@ inline constexpr int kMaxThreadsPerRow = 1024;
 // The streamed kernel keeps 2 to 4 row groups in flight per CTA (cp.async.wait_group immediates).
 inline constexpr int kMinStages = 2;
 inline constexpr int kMaxStages = 4;
+// The streamed kernels are compiled for 64 registers per thread (__launch_bounds__(1024, 1)):
+// at 32 (two 1024-thread CTAs) the compiler recomputed addresses every row and the kernel was
+// issue-bound (ncu, H200: 0.89 warps issued per scheduler per cycle). So at most 1024 of their
+// threads share an SM.
+inline constexpr int kStreamedThreadsPerSm = 1024;
+// Bytes of rows the streamed CTAs of the whole device keep in flight (stages x CTAs x row-group
+// bytes): about the H200's bandwidth-delay product (4.3 TB/s x ~1.6 us). Measured on the H200
+// (bench/schedules, 2026-11-30): the fastest (stages, CTAs per SM) of every large case kept
+// 6.3-8.7 MB in flight, and 11-13 MB ran up to 25% slower (N=4096: 283 us at 6.3 MB, 359 us at
+// 12.7 MB). A Blackwell value is not measured.
+inline constexpr int64_t kStreamedBytesInFlight = 7 << 20;
 // Static shared memory of the streamed kernel (two rows of warp partial sums, float64 at most),
 // which the opt-in per-block limit includes.
 inline constexpr int kStreamedStaticSmemBytes = 2 * 32 * 8;

@@ -16,6 +16,12 @@ __device__ __forceinline__ void async_copy16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
 
+// The same, to a shared-memory address already converted (__cvta_generic_to_shared): a loop that
+// issues copies every row then carries 32-bit addresses instead of converting pointers each time.
+__device__ __forceinline__ void async_copy16(uint32_t smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
+}
+
 // Closes the current group of async copies (an empty group is fine and keeps counts uniform).
 __device__ __forceinline__ void async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

@@ -111,7 +111,9 @@ struct NormRow {
     }
   }
 
-  __device__ void store_normalized(int64_t col, const XVec& v, const WVec& w, Acc rstd) const {
+  // WV: WVec, or the weight already converted to float (Vec<float, kElems>: same values).
+  template <typename WV>
+  __device__ void store_normalized(int64_t col, const XVec& v, const WV& w, Acc rstd) const {
     XVec y;
 #pragma unroll
     for (int e = 0; e < kElems; ++e) {

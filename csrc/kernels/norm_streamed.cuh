@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "core/plan.h"
 #include "device/async.cuh"
 #include "device/reduce.cuh"
 #include "device/vec.cuh"
@@ -35,21 +36,23 @@ __device__ __forceinline__ V read_slots(const uint4* slot, int stride) {
 
 // Shared memory, in 16-byte slots of blockDim.x (one per thread), `cpt` = the plan's
 // chunks_per_thread:
-//   weight [cpt][pieces of W]              (fetched once: the same columns every row)
+//   weight [cpt][pieces of Vec<float, kElems>]  (loaded and converted to float once per CTA:
+//                                               the same columns every row)
 //   stage  [stages][x, residual][cpt]
 // kChunks: the instantiation's capacity, >= cpt (a plan of 3 chunks runs the 4-chunk kernel).
 // Vector I/O only (the plan guarantees aligned 16-byte chunks).
-// Registers: 32 per thread keeps two 1024-thread CTAs resident. Plans of 3 or 4 chunks have
-// 1024-thread CTAs with at least 144 KiB of shared memory, one per SM, so that kernel may use 64.
+// Registers: 64 per thread (at 32, to keep 2048 threads resident, the compiler recomputed
+// addresses every row and the kernel was issue-bound); the planner keeps at most
+// kStreamedThreadsPerSm (1024) of these threads on an SM.
 template <typename T, typename W, bool kFused, int kChunks>
-__global__ void __launch_bounds__(1024, kChunks <= 2 ? 2 : 1)
-    norm_streamed_kernel(const KernelParams p) {
+__global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(const KernelParams p) {
   using Row = NormRow<T, W, kFused, true>;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;
   using WVec = typename Row::WVec;
   constexpr int kElems = Row::kElems;
-  constexpr int kWeightPieces = sizeof(WVec) / 16;
+  using FloatW = device::Vec<float, kElems>;  // the weight as the arithmetic uses it
+  constexpr int kWeightPieces = sizeof(FloatW) / 16;
   extern __shared__ uint4 slots[];
   __shared__ alignas(16) Acc warp_sums[2][32];  // alternate rows: a slow warp may still read
   begin_pdl<W, true>(p);                        // the last row's
@@ -74,48 +77,72 @@ __global__ void __launch_bounds__(1024, kChunks <= 2 ? 2 : 1)
   uint4* const stage_slots = weight_slots + (has_weight ? cpt * kWeightPieces : 0) * block;
   const int residual_offset = cpt * block;
   const int stage_stride = (kFused ? 2 : 1) * residual_offset;
+  const uint32_t stage_slots_smem = static_cast<uint32_t>(__cvta_generic_to_shared(stage_slots));
 
-  if (has_weight) {  // completes with the first stage's group
-    const char* weight = static_cast<const char*>(p.weight) + lane * sizeof(WVec);
-#pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      if (i < own) {
-#pragma unroll
-        for (int k = 0; k < kWeightPieces; ++k) {
-          device::async_copy16(weight_slots + (i * kWeightPieces + k) * block,
-                               weight + (int64_t{i} * tpr * sizeof(WVec) + k * 16));
-        }
-      }
-    }
-  }
-  auto issue = [&](int64_t group, int stage) {
-    const int64_t row = group * p.rows_per_cta + row_in_group;
-    if (row < p.rows) {  // implies group < groups
-      uint4* const s = stage_slots + stage * stage_stride;
-      const T* x = static_cast<const T*>(p.x) + row * p.ld_x + col0;
+  // Rows are issued in order, blockIdx.x, + gridDim.x, ...: a cursor, so each issue costs one
+  // 64-bit add, not a row's address arithmetic. Offsets past the last row are never used.
+  const int64_t row_step = int64_t{gridDim.x} * p.rows_per_cta;
+  int64_t issue_row = int64_t{blockIdx.x} * p.rows_per_cta + row_in_group;
+  int64_t issue_x = issue_row * p.ld_x + col0;
+  int64_t issue_res = kFused ? issue_row * p.ld_residual + col0 : 0;
+  const int64_t x_step = row_step * p.ld_x;
+  const int64_t res_step = kFused ? row_step * p.ld_residual : 0;
+  const T* const x = static_cast<const T*>(p.x);
+  const T* const res = static_cast<const T*>(p.residual);
+  auto issue = [&](int stage) {
+    if (issue_row < p.rows) {
+      const uint32_t s = stage_slots_smem + 16u * static_cast<uint32_t>(stage * stage_stride);
 #pragma unroll
       for (int i = 0; i < kChunks; ++i) {
-        if (i < own) device::async_copy16(s + i * block, x + i * step);
+        if (i < own) device::async_copy16(s + 16u * i * block, x + issue_x + i * step);
       }
       if constexpr (kFused) {
-        const T* res = static_cast<const T*>(p.residual) + row * p.ld_residual + col0;
 #pragma unroll
         for (int i = 0; i < kChunks; ++i) {
-          if (i < own) device::async_copy16(s + residual_offset + i * block, res + i * step);
+          if (i < own) {
+            device::async_copy16(s + 16u * (residual_offset + i * block),
+                                 res + issue_res + i * step);
+          }
         }
       }
     }
     device::async_commit();  // one group per stage, empty past the end: the counts stay uniform
+    issue_row += row_step;
+    issue_x += x_step;
+    if constexpr (kFused) issue_res += res_step;
   };
 
   const int stages = p.stages;
-  for (int s = 0; s + 1 < stages; ++s) issue(blockIdx.x + int64_t{s} * gridDim.x, s);
+  for (int s = 0; s + 1 < stages; ++s) issue(s);
+  if (has_weight) {  // while the first rows are in flight; every load before any conversion
+    const W* weight = static_cast<const W*>(p.weight) + col0;
+    WVec w[kChunks];
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      if (i < own) w[i] = device::load_vec<W, kElems>(weight + i * step);
+    }
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      if (i < own) {
+        union {
+          FloatW f;
+          uint4 pieces[kWeightPieces];
+        } u;
+#pragma unroll
+        for (int e = 0; e < kElems; ++e) u.f.v[e] = device::to_float(w[i].v[e]);
+#pragma unroll
+        for (int k = 0; k < kWeightPieces; ++k) {
+          weight_slots[(i * kWeightPieces + k) * block] = u.pieces[k];
+        }
+      }
+    }
+  }
   int stage = 0;
   int parity = 0;
   for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
     // Refill the stage consumed last iteration (this thread's own slots: it is done with them).
-    issue(group + int64_t{stages - 1} * gridDim.x, stage == 0 ? stages - 1 : stage - 1);
-    device::async_wait_dynamic(stages - 1);  // this group's copies (and the weight) have landed
+    issue(stage == 0 ? stages - 1 : stage - 1);  // row group group + (stages - 1) * gridDim.x
+    device::async_wait_dynamic(stages - 1);      // this group's copies have landed
 
     const int64_t row = group * p.rows_per_cta + row_in_group;
     const bool active = row < p.rows;
@@ -139,10 +166,12 @@ __global__ void __launch_bounds__(1024, kChunks <= 2 ? 2 : 1)
     for (int i = 0; i < kChunks; ++i) {
       if (active && i < own) {
         const XVec v = read_slots<XVec>(s + i * block, block);
-        const WVec w = has_weight
-                           ? read_slots<WVec>(weight_slots + i * kWeightPieces * block, block)
-                           : r.load_weight(0);  // all ones
-        r.store_normalized(col0 + i * step, v, w, rstd);
+        if (has_weight) {
+          const FloatW w = read_slots<FloatW>(weight_slots + i * kWeightPieces * block, block);
+          r.store_normalized(col0 + i * step, v, w, rstd);
+        } else {
+          r.store_normalized(col0 + i * step, v, r.load_weight(0), rstd);  // all ones
+        }
       }
     }
     stage = stage + 1 == stages ? 0 : stage + 1;
