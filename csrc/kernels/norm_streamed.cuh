@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
   constexpr int kWeightPieces = sizeof(FloatW) / 16;
   extern __shared__ uint4 slots[];
   __shared__ alignas(16) Acc warp_sums[2][32];  // alternate rows: a slow warp may still read
-  begin_pdl<W, true>(p);                        // the last row's
+  begin_pdl<W, true, false>(p);                 // the last row's
 
   const int tpr = p.threads_per_row;  // a power of two
   const int block = blockDim.x;
@@ -177,6 +177,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
     stage = stage + 1 == stages ? 0 : stage + 1;
     parity ^= 1;
   }
+  device::pdl_launch_dependents();  // persistent: the next kernel's CTAs come as these retire
 }
 
 }  // namespace oink
