@@ -140,10 +140,11 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   NormPlan registers = make_plan(one_row, d);  // the per-row schedule, widened to all rows
   registers.grid = (p.rows + registers.rows_per_cta - 1) / registers.rows_per_cta;
   out.push_back({"registers", registers});
-  // The streamed layout rmsnorm would use (the planner never streams the fused op: measured).
-  NormProblem twin = p;
-  twin.op = NormOp::kRmsNorm;
-  const NormPlan streamed = make_plan(twin, d);
+  // The streamed layout of this op and row (planned for a batch large enough to stream), the
+  // template of every (stages, CTAs per SM) below, whether or not the planner streams this M.
+  NormProblem many = p;
+  many.rows = int64_t{1} << 20;
+  const NormPlan streamed = make_plan(many, d);
   if (streamed.variant != KernelVariant::kStreamed) return out;
   for (int stages = kMinStages; stages <= kMaxStages; ++stages) {
     for (int ctas : {1, 2, 3, 4, 5, 6, 8}) {
