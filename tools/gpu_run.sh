@@ -5,9 +5,14 @@
 #
 #   tools/gpu_run.sh [STAGE ...]     stages: build sanitize test kernels schedules profile bench
 #                                    (default: all; they run in this order, the sanitizer first
-#                                    because it is short and a cut-off run should still have it)
+#                                    so that a run cut off by the time limit still has it)
 #   BENCH_ARGS="--suite decode,dsv3,quack --op all" tools/gpu_run.sh bench
 #   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
+#
+# Time on one H200 (2026-11-30): build 35-45 s, sanitize ~270 s before racecheck dropped the
+# PDL-off pass (expect ~160 s), test with PYTEST_K="not cpu" ~240 s, kernels+schedules+profile
+# ~50 s, bench 60-90 s per suite set. One device call may run 600 s: verification (build
+# sanitize test) and measurement (build kernels schedules profile bench) fit in one call each.
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
 # sanitizer.log, kernels.txt, schedules.txt, profile.txt and bench.tar.gz.
@@ -44,9 +49,12 @@ if has_stage sanitize; then
   : >"$OUT/sanitizer.log"
   for tool in memcheck racecheck; do
     start=$SECONDS
+    # racecheck looks at one CTA's shared memory, which PDL does not touch: one PDL setting
+    # halves its time (219 s for both on 2026-11-30, which with the tests overran a 600 s call).
+    pdl=both && [[ $tool == racecheck ]] && pdl=on
     # No caching allocator: memcheck then sees every allocation's true bounds.
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      python3 tools/sanitize_cases.py >>"$OUT/sanitizer.log" 2>&1
+      python3 tools/sanitize_cases.py --pdl "$pdl" >>"$OUT/sanitizer.log" 2>&1
     rc=$?
     note "sanitizer $tool: rc=$rc ($((SECONDS - start)) s): $(grep -E 'ERROR SUMMARY|wrong results' "$OUT/sanitizer.log" | tail -2 | tr '\n' ' ')"
   done
