@@ -1,6 +1,6 @@
-// The `streamed` schedule, for large rmsnorm batches: persistent CTAs, each looping over row
-// groups blockIdx.x, blockIdx.x + gridDim.x, ... with `stages` groups in flight. cp.async copies
-// each thread's own chunks of x (and the residual) into its own shared-memory slots, so no
+// The `streamed` schedule, for large batches of either op: persistent CTAs, each looping over
+// row groups blockIdx.x, blockIdx.x + gridDim.x, ... with `stages` groups in flight. cp.async
+// copies each thread's own chunks of x (and the residual) into its own shared-memory slots, so no
 // barrier guards a slot; the only barrier is the row reduction's.
 //
 // At the copy ceiling an SM must consume a 16-byte chunk about every second cycle, so
@@ -8,7 +8,8 @@
 // (runtime chunk loops, 64-bit bounds per chunk, a division in the reduction) issued ~230
 // instructions per chunk (SASS, 2026-11-30). Hence: chunks per thread is a template parameter
 // (the loops unroll), a thread's chunk count and column offsets are worked out once, not per row,
-// and the reduction indexes warps with masks.
+// the issue side keeps a row cursor and 32-bit shared addresses, the weight waits in shared
+// memory already converted to float, and the reduction indexes warps with masks.
 #pragma once
 
 #include <cstdint>
