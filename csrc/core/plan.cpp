@@ -50,13 +50,11 @@ struct StreamedShape {
 
 // Stages and CTAs per SM of a streamed plan: the resident shape whose bytes in flight (the rows
 // its stages fetch, whole device) come closest to kStreamedBytesInFlight (by ratio), more CTAs
-// first on a tie. Empty (stages == 0)
-// when two stages do not fit in one CTA's shared memory.
+// first on a tie. Empty (stages == 0) when two stages do not fit in one CTA's shared memory.
 StreamedShape streamed_shape(const NormProblem& p, const DeviceInfo& d, int chunks_per_thread,
-                             int block_threads) {
+                             int block_threads, int rows_per_cta) {
   const int streams = p.op == NormOp::kFusedAddRmsNorm ? 2 : 1;
-  const int64_t rows_per_cta = block_threads / threads_per_row_for(p.cols, p.x_dtype);
-  const int64_t group_bytes = rows_per_cta * p.cols * dtype_size(p.x_dtype) * streams;
+  const int64_t group_bytes = int64_t{rows_per_cta} * p.cols * dtype_size(p.x_dtype) * streams;
   StreamedShape best;
   double best_distance = 0;
   const int threads_per_sm = std::min(kStreamedThreadsPerSm, d.max_threads_per_sm);
@@ -131,10 +129,10 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     const int64_t needed = ceil_div(plan.chunks_per_row, plan.threads_per_row);
     const int capacity = plan.vector_io ? kMaxChunksPerThread : kMaxChunksPerThreadElementwise;
     // The streamed kernels are instantiated for up to kMaxChunksPerThread chunks per thread.
-    const StreamedShape streamed =
-        plan.vector_io && needed <= kMaxChunksPerThread
-            ? streamed_shape(p, device, static_cast<int>(needed), plan.block_threads)
-            : StreamedShape{};
+    const StreamedShape streamed = plan.vector_io && needed <= kMaxChunksPerThread
+                                       ? streamed_shape(p, device, static_cast<int>(needed),
+                                                        plan.block_threads, plan.rows_per_cta)
+                                       : StreamedShape{};
     if (streamed.stages > 0 &&
         streamed_pays(groups, int64_t{device.sm_count} * streamed.ctas_per_sm)) {
       plan.variant = KernelVariant::kStreamed;
