@@ -35,13 +35,13 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
   if constexpr (kChunks > 0) {
     // Every load is issued before any value is used: a use between two guarded loads makes the
     // compiler wait for the first before issuing the second (SASS, 2026-11-30: x chunk 0, x chunk
-    // 1 and the weight were three dependent memory round trips at M=1). The weight goes into
-    // registers with x where they allow (rmsnorm up to 2 chunks, the fused op at 1); elsewhere it
-    // spilled (ptxas; the fused op at 2 chunks on sm_100a), so it is prefetched into L1 instead
-    // and loaded from there after the reduction. The fused op's residual joins x where registers
-    // allow; with 4 chunks, or element-wise I/O, holding both streams spilled, so each chunk's
-    // residual is loaded next to its use.
-    constexpr bool kWeightInRegisters = kFused ? kChunks == 1 : kChunks <= 2;
+    // 1 and the weight were three dependent memory round trips at M=1). Up to 2 chunks the
+    // weight goes into registers with x (held as raw words, below, both ops fit in 48-62
+    // registers); at 4 it spilled (ptxas), so it is prefetched into L1 instead and loaded from
+    // there after the reduction. The fused op's residual joins x where registers allow; with 4
+    // chunks, or element-wise I/O, holding both streams spilled, so each chunk's residual is
+    // loaded next to its use.
+    constexpr bool kWeightInRegisters = kChunks <= 2;
     constexpr bool kResidualFirst = kFused && kVector && kChunks <= 2;
     // 16-bit chunks wait as raw words until every load is out (device::Raw); other chunks are
     // loaded straight into v (a second array for them spilled, ptxas).
