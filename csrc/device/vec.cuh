@@ -5,12 +5,14 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace oink::device {
 
 // kN elements of T, aligned to their total size so one chunk moves as whole 16-byte accesses.
 template <typename T, int kN>
 struct alignas(sizeof(T) * kN) Vec {
+  using Element = T;
   T v[kN];
 };
 
@@ -61,6 +63,39 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, kN>& vec) {
 #pragma unroll
   for (int i = 0; i < kPieces; ++i) dst[i] = u.pieces[i];
 }
+
+// A Vec's bytes as 16-byte words, the form a vector load lands in. Kernels that issue several
+// loads before using any hold them like this: a Vec of 16-bit elements takes one register per
+// element, and the compiler split each loaded chunk into them before it issued the next load,
+// which made the loads of a row dependent round trips (SASS, 2026-11-30).
+template <typename V>
+struct Raw {
+  uint4 pieces[sizeof(V) / 16];
+};
+
+template <typename V>
+__device__ __forceinline__ Raw<V> load_raw(const void* p) {
+  Raw<V> r;
+  const uint4* src = static_cast<const uint4*>(p);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(V) / 16); ++i) r.pieces[i] = src[i];
+  return r;
+}
+
+template <typename V>
+__device__ __forceinline__ V unpack(const Raw<V>& r) {
+  union {
+    Raw<V> raw;
+    V vec;
+  } u;
+  u.raw = r;
+  return u.vec;
+}
+
+// Whether a kernel should hold a loaded V as Raw words: whole vectors of 16-bit elements. 32-bit
+// elements already take a register each, and element-wise chunks are loaded element by element.
+template <bool kVector, typename V>
+inline constexpr bool kHoldsRaw = kVector && sizeof(typename V::Element) == 2;
 
 // One chunk of kN elements starting at column `col` of a row of `n` columns.
 // kVector: the whole chunk is in bounds and aligned (the plan guarantees it), one vector access.

@@ -77,13 +77,19 @@ struct NormRow {
     if (weight != nullptr) device::prefetch_l1(weight + col);
   }
   __device__ WVec load_weight(int64_t col) const {
+    return weight != nullptr ? load_given_weight(col) : unit_weight();
+  }
+  // The two halves of load_weight, for loops that must issue every load before any use: a
+  // per-chunk choice between a load and the constant made the compiler unpack each loaded chunk
+  // before issuing the next load (SASS, 2026-11-30: the two weight chunks of a decode row were
+  // two dependent round trips).
+  __device__ WVec load_given_weight(int64_t col) const {  // precondition: weight != nullptr
+    return device::load_chunk<kVector, W, kElems>(weight, col, n);
+  }
+  __device__ static WVec unit_weight() {  // no weight: every element 1
     WVec w;
-    if (weight != nullptr) {
-      w = device::load_chunk<kVector, W, kElems>(weight, col, n);
-    } else {
 #pragma unroll
-      for (int e = 0; e < kElems; ++e) w.v[e] = device::from_float<W>(1.f);
-    }
+    for (int e = 0; e < kElems; ++e) w.v[e] = device::from_float<W>(1.f);
     return w;
   }
 

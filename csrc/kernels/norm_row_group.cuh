@@ -35,33 +35,59 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
   if constexpr (kChunks > 0) {
     // Every load is issued before any value is used: a use between two guarded loads makes the
     // compiler wait for the first before issuing the second (SASS, 2026-11-30: x chunk 0, x chunk
-    // 1 and the weight were three dependent memory round trips at M=1). The weight goes into
-    // registers with x where they allow (rmsnorm up to 2 chunks, the fused op at 1); elsewhere it
-    // spilled (ptxas; the fused op at 2 chunks on sm_100a), so it is prefetched into L1 instead
-    // and loaded from there after the reduction. The fused op's residual joins x where registers
-    // allow; with 4 chunks, or element-wise I/O, holding both streams spilled, so each chunk's
-    // residual is loaded next to its use.
-    constexpr bool kWeightInRegisters = kFused ? kChunks == 1 : kChunks <= 2;
+    // 1 and the weight were three dependent memory round trips at M=1). Up to 2 chunks the
+    // weight goes into registers with x (held as raw words, below, both ops fit in 48-62
+    // registers); at 4 it spilled (ptxas), so it is prefetched into L1 instead and loaded from
+    // there after the reduction. The fused op's residual joins x where registers allow; with 4
+    // chunks, or element-wise I/O, holding both streams spilled, so each chunk's residual is
+    // loaded next to its use.
+    constexpr bool kWeightInRegisters = kChunks <= 2;
     constexpr bool kResidualFirst = kFused && kVector && kChunks <= 2;
+    // 16-bit chunks wait as raw words until every load is out (device::Raw); other chunks are
+    // loaded straight into v (a second array for them spilled, ptxas).
+    constexpr bool kRawX = device::kHoldsRaw<kVector, XVec>;
+    constexpr bool kRawW = device::kHoldsRaw<kVector, WVec>;
     XVec v[kChunks];
-    XVec res[kResidualFirst ? kChunks : 1];
-    WVec w[kWeightInRegisters ? kChunks : 1];
+    device::Raw<XVec> raw_x[kRawX ? kChunks : 1];
+    XVec res[kResidualFirst && !kRawX ? kChunks : 1];
+    device::Raw<XVec> raw_res[kResidualFirst && kRawX ? kChunks : 1];
+    WVec w[kWeightInRegisters && !kRawW ? kChunks : 1];
+    device::Raw<WVec> raw_w[kWeightInRegisters && kRawW ? kChunks : 1];
     bool mine[kChunks];
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) mine[i] = active && lane + int64_t{i} * tpr < chunks;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int64_t col = (lane + int64_t{i} * tpr) * kElems;
-      if (mine[i]) v[i] = r.load_x(col);
+      if (mine[i]) {
+        if constexpr (kRawX) {
+          raw_x[i] = device::load_raw<XVec>(r.x + col);
+        } else {
+          v[i] = r.load_x(col);
+        }
+      }
       if constexpr (kResidualFirst) {
-        if (mine[i]) res[i] = r.load_residual(col);
+        if (mine[i]) {
+          if constexpr (kRawX) {
+            raw_res[i] = device::load_raw<XVec>(r.res + col);
+          } else {
+            res[i] = r.load_residual(col);
+          }
+        }
       }
     }
+    const bool has_weight = r.weight != nullptr;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int64_t col = (lane + int64_t{i} * tpr) * kElems;
       if constexpr (kWeightInRegisters) {
-        if (mine[i]) w[i] = r.load_weight(col);
+        if (mine[i] && has_weight) {
+          if constexpr (kRawW) {
+            raw_w[i] = device::load_raw<WVec>(r.weight + col);
+          } else {
+            w[i] = r.load_given_weight(col);
+          }
+        }
       } else {
         if (mine[i]) r.prefetch_weight(col);
       }
@@ -70,10 +96,17 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       if (mine[i]) {
+        if constexpr (kRawX) v[i] = device::unpack<XVec>(raw_x[i]);
         if constexpr (kFused) {
           const int64_t col = (lane + int64_t{i} * tpr) * kElems;
           if constexpr (kResidualFirst) {
-            v[i] = r.add_residual(col, v[i], res[i]);
+            XVec residual;
+            if constexpr (kRawX) {
+              residual = device::unpack<XVec>(raw_res[i]);
+            } else {
+              residual = res[i];
+            }
+            v[i] = r.add_residual(col, v[i], residual);
           } else {
             v[i] = r.add_residual(col, v[i], r.load_residual(col));
           }
@@ -87,7 +120,15 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
       if (mine[i]) {
         const int64_t col = (lane + int64_t{i} * tpr) * kElems;
         if constexpr (kWeightInRegisters) {
-          r.store_normalized(col, v[i], w[i], rstd);
+          WVec wi = Row::unit_weight();
+          if (has_weight) {
+            if constexpr (kRawW) {
+              wi = device::unpack<WVec>(raw_w[i]);
+            } else {
+              wi = w[i];
+            }
+          }
+          r.store_normalized(col, v[i], wi, rstd);
         } else {
           r.store_normalized(col, v[i], r.load_weight(col), rstd);
         }
