@@ -6,7 +6,8 @@
 #   tools/gpu_run.sh [STAGE ...]     stages: build sanitize test kernels schedules profile bench
 #                                    (default: all; they run in this order, the sanitizer first
 #                                    so that a run cut off by the time limit still has it)
-#   BENCH_ARGS="--suite decode,dsv3,quack --op all" tools/gpu_run.sh bench
+#   BENCH_ARGS="--suite decode,dsv3,quack --op all" tools/gpu_run.sh bench   # one run; default:
+#                                    the step-3 matrix (bf16, fp16, fp32 weight, padded rows)
 #   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
 #
 # Time on one H200 (2026-11-30): build 35-45 s, sanitize ~270 s before racecheck dropped the
@@ -17,7 +18,7 @@
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
 # sanitizer.log, kernels.txt, schedules.txt, profile.txt and bench.tar.gz.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 STAGES=${*:-build sanitize test kernels schedules profile bench}
@@ -122,9 +123,26 @@ if has_stage bench; then
   if python3 -c "import oink.bench" 2>/dev/null; then
     start=$SECONDS
     dir=/tmp/oink-bench && rm -rf "$dir"
-    # shellcheck disable=SC2086
-    python3 -m oink.bench ${BENCH_ARGS:---suite decode,dsv3,quack --op all} --out "$dir" 2>&1 |
-      tail -40 | tee -a "$SUMMARY"
+    run_bench() { # SUBDIR ARGS...: one oink-bench run into $dir/SUBDIR
+      local sub=$1 && shift
+      note "-- bench ${sub:-.}: $*"
+      python3 -m oink.bench "$@" --out "$dir/$sub" 2>&1 | tail -40 | tee -a "$SUMMARY"
+    }
+    if [[ -n ${BENCH_ARGS:-} ]]; then
+      # shellcheck disable=SC2086
+      run_bench "" $BENCH_ARGS
+    else
+      # The step-3 matrix: every regime against the same-run baselines (bf16), fp16, and oink
+      # alone with a float32 weight and with padded rows (their targets compare oink to itself).
+      # The eager composite is never the best baseline; leaving it out keeps this in one call.
+      run_bench "" --suite decode,mid,large,large_n --op all \
+        --providers oink,oink_no_pdl,F.rms_norm,inductor
+      run_bench fp16 --dtype fp16 --suite decode,large --op all \
+        --providers oink,oink_no_pdl,F.rms_norm,inductor
+      run_bench fp32-weight --weight-dtype fp32 --suite decode,mid,large --op all \
+        --providers oink,oink_no_pdl --no-plots
+      run_bench pad --pad --suite decode,mid,large --op all --providers oink,oink_no_pdl --no-plots
+    fi
     tar -czf "$OUT/bench.tar.gz" -C "$dir" .
     note "bench: ($((SECONDS - start)) s)"
   else
