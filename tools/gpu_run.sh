@@ -126,7 +126,9 @@ if has_stage bench; then
     run_bench() { # SUBDIR ARGS...: one oink-bench run into $dir/SUBDIR
       local sub=$1 && shift
       note "-- bench ${sub:-.}: $*"
-      python3 -m oink.bench "$@" --out "$dir/$sub" 2>&1 | tail -40 | tee -a "$SUMMARY"
+      # The progress bar's lines stay out of the summary; the tables and the verdicts go in.
+      python3 -m oink.bench "$@" --out "$dir/$sub" 2>&1 | grep -av '^\[[#.]' | tail -40 |
+        tee -a "$SUMMARY"
     }
     if [[ -n ${BENCH_ARGS:-} ]]; then
       # shellcheck disable=SC2086

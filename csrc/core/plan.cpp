@@ -33,10 +33,18 @@ bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
 // The streamed schedule keeps rows in flight through shared memory at the cost of a round trip
 // per chunk, a weight copy per CTA and a pipeline to fill and drain per CTA; it pays when every
 // persistent CTA gets at least kStreamedMinGroupsPerCta row groups. Measured on the H200 (bf16,
-// bench/schedules, docs/kernels.md), both ops: N=7168, M=1024 rmsnorm ran in 9.8 us streamed
-// (3.9 groups per CTA) against 12.7 us in registers, the fused op in 17.2 against 19.5; at
-// M=65536 streaming won by 4-22% (fused N=7168: 959 against 1169 us).
+// bench/schedules, docs/kernels.md): rmsnorm N=7168, M=1024 ran in 9.6 us streamed (3.9 groups
+// per CTA) against 12.1 us in registers; at M=65536 streaming won by 0-37% (N=7168: 483 against
+// 661 us).
 constexpr int64_t kStreamedMinGroupsPerCta = 3;
+
+// rmsnorm only. The fused op's registers schedule holds x, the residual and the weight of a row
+// in registers with every load issued first (norm_row_group.cuh), twice rmsnorm's bytes in
+// flight per thread, and it beat the streamed schedule at every measured size (H200,
+// 2026-11-30, best streamed shape in parentheses: N=4096, M=65536: 528.5 us (563.2); N=7168,
+// M=65536: 913.4 (960.1); N=4096, M=1024: 10.11 (10.19)). Rows too long for that (4 chunks
+// per thread) do not fit two streamed stages of x and the residual in shared memory either.
+bool op_streams(const NormProblem& p) { return p.op == NormOp::kRmsNorm; }
 
 bool streamed_pays(int64_t groups, int64_t grid) {
   return grid > 0 && groups >= kStreamedMinGroupsPerCta * grid;
@@ -53,8 +61,7 @@ struct StreamedShape {
 // first on a tie. Empty (stages == 0) when two stages do not fit in one CTA's shared memory.
 StreamedShape streamed_shape(const NormProblem& p, const DeviceInfo& d, int chunks_per_thread,
                              int block_threads, int rows_per_cta) {
-  const int streams = p.op == NormOp::kFusedAddRmsNorm ? 2 : 1;
-  const int64_t group_bytes = int64_t{rows_per_cta} * p.cols * dtype_size(p.x_dtype) * streams;
+  const int64_t group_bytes = int64_t{rows_per_cta} * p.cols * dtype_size(p.x_dtype);
   StreamedShape best;
   double best_distance = 0;
   const int threads_per_sm = std::min(kStreamedThreadsPerSm, d.max_threads_per_sm);
@@ -81,11 +88,10 @@ StreamedShape streamed_shape(const NormProblem& p, const DeviceInfo& d, int chun
 
 int64_t streamed_smem_bytes(const NormProblem& p, int chunks_per_thread, int block_threads,
                             int stages) {
-  const int64_t slots = int64_t{chunks_per_thread} * block_threads;  // 16-byte slots per stream
-  const int streams = p.op == NormOp::kFusedAddRmsNorm ? 2 : 1;
+  const int64_t slots = int64_t{chunks_per_thread} * block_threads;  // 16-byte slots per stage
   // The weight is kept as float32 (converted once per CTA): 4 bytes per element of a chunk.
   const int weight_pieces = p.has_weight ? 4 / dtype_size(p.x_dtype) : 0;
-  return 16 * slots * (weight_pieces + int64_t{stages} * streams);
+  return 16 * slots * (weight_pieces + int64_t{stages});
 }
 
 const char* variant_name(KernelVariant v) {
@@ -129,7 +135,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     const int64_t needed = ceil_div(plan.chunks_per_row, plan.threads_per_row);
     const int capacity = plan.vector_io ? kMaxChunksPerThread : kMaxChunksPerThreadElementwise;
     // The streamed kernels are instantiated for up to kMaxChunksPerThread chunks per thread.
-    const StreamedShape streamed = plan.vector_io && needed <= kMaxChunksPerThread
+    const StreamedShape streamed = op_streams(p) && plan.vector_io && needed <= kMaxChunksPerThread
                                        ? streamed_shape(p, device, static_cast<int>(needed),
                                                         plan.block_threads, plan.rows_per_cta)
                                        : StreamedShape{};
@@ -185,6 +191,7 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     if (!plan.vector_io && c > kMaxChunksPerThreadElementwise) return "element-wise I/O spills";
     if (static_cast<int64_t>(c) * tpr < plan.chunks_per_row) return "registers do not hold the row";
   } else if (streamed) {
+    if (!op_streams(p)) return "the streamed variant is rmsnorm's only";
     if (!plan.vector_io) return "the streamed variant needs vector I/O";
     if (c > kMaxChunksPerThread) return "streamed chunks_per_thread must be at most 4";
     if (static_cast<int64_t>(c - 1) * tpr >= plan.chunks_per_row ||

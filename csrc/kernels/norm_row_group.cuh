@@ -40,7 +40,8 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
     // registers); at 4 it spilled (ptxas), so it is prefetched into L1 instead and loaded from
     // there after the reduction. The fused op's residual joins x where registers allow; with 4
     // chunks, or element-wise I/O, holding both streams spilled, so each chunk's residual is
-    // loaded next to its use.
+    // loaded next to its use. Holding both streams doubles the bytes each thread keeps in flight,
+    // which is why the fused op needs no streamed schedule (op_streams() in core/plan.cpp).
     constexpr bool kWeightInRegisters = kChunks <= 2;
     constexpr bool kResidualFirst = kFused && kVector && kChunks <= 2;
     // 16-bit chunks wait as raw words until every load is out (device::Raw); other chunks are

@@ -1,7 +1,8 @@
-// The `streamed` schedule, for large batches of either op: persistent CTAs, each looping over
-// row groups blockIdx.x, blockIdx.x + gridDim.x, ... with `stages` groups in flight. cp.async
-// copies each thread's own chunks of x (and the residual) into its own shared-memory slots, so no
-// barrier guards a slot; the only barrier is the row reduction's.
+// The `streamed` schedule, for large rmsnorm batches: persistent CTAs, each looping over row
+// groups blockIdx.x, blockIdx.x + gridDim.x, ... with `stages` groups in flight. cp.async copies
+// each thread's own chunks of x into its own shared-memory slots, so no barrier guards a slot;
+// the only barrier is the row reduction's. (The fused op does not stream: its registers schedule
+// holds both of its streams and was faster at every size; see op_streams() in core/plan.cpp.)
 //
 // At the copy ceiling an SM must consume a 16-byte chunk about every second cycle, so
 // instructions per chunk bound this kernel as much as bytes in flight do: the first version
@@ -39,15 +40,15 @@ __device__ __forceinline__ V read_slots(const uint4* slot, int stride) {
 // chunks_per_thread:
 //   weight [cpt][pieces of Vec<float, kElems>]  (loaded and converted to float once per CTA:
 //                                               the same columns every row)
-//   stage  [stages][x, residual][cpt]
+//   stage  [stages][cpt]
 // kChunks: the instantiation's capacity, >= cpt (a plan of 3 chunks runs the 4-chunk kernel).
 // Vector I/O only (the plan guarantees aligned 16-byte chunks).
 // Registers: 64 per thread (at 32, to keep 2048 threads resident, the compiler recomputed
 // addresses every row and the kernel was issue-bound); the planner keeps at most
 // kStreamedThreadsPerSm (1024) of these threads on an SM.
-template <typename T, typename W, bool kFused, int kChunks>
+template <typename T, typename W, int kChunks>
 __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(const KernelParams p) {
-  using Row = NormRow<T, W, kFused, true>;
+  using Row = NormRow<T, W, /*kFused=*/false, /*kVector=*/true>;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;
   using WVec = typename Row::WVec;
@@ -76,8 +77,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
   const bool has_weight = p.weight != nullptr;  // no weight, no weight slots (the plan's layout)
   uint4* const weight_slots = slots + threadIdx.x;
   uint4* const stage_slots = weight_slots + (has_weight ? cpt * kWeightPieces : 0) * block;
-  const int residual_offset = cpt * block;
-  const int stage_stride = (kFused ? 2 : 1) * residual_offset;
+  const int stage_stride = cpt * block;
   const uint32_t stage_slots_smem = static_cast<uint32_t>(__cvta_generic_to_shared(stage_slots));
 
   // Rows are issued in order, blockIdx.x, + gridDim.x, ...: a cursor, so each issue costs one
@@ -85,11 +85,8 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
   const int64_t row_step = int64_t{gridDim.x} * p.rows_per_cta;
   int64_t issue_row = int64_t{blockIdx.x} * p.rows_per_cta + row_in_group;
   int64_t issue_x = issue_row * p.ld_x + col0;
-  int64_t issue_res = kFused ? issue_row * p.ld_residual + col0 : 0;
   const int64_t x_step = row_step * p.ld_x;
-  const int64_t res_step = kFused ? row_step * p.ld_residual : 0;
   const T* const x = static_cast<const T*>(p.x);
-  const T* const res = static_cast<const T*>(p.residual);
   auto issue = [&](int stage) {
     if (issue_row < p.rows) {
       const uint32_t s = stage_slots_smem + 16u * static_cast<uint32_t>(stage * stage_stride);
@@ -97,20 +94,10 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
       for (int i = 0; i < kChunks; ++i) {
         if (i < own) device::async_copy16(s + 16u * i * block, x + issue_x + i * step);
       }
-      if constexpr (kFused) {
-#pragma unroll
-        for (int i = 0; i < kChunks; ++i) {
-          if (i < own) {
-            device::async_copy16(s + 16u * (residual_offset + i * block),
-                                 res + issue_res + i * step);
-          }
-        }
-      }
     }
     device::async_commit();  // one group per stage, empty past the end: the counts stay uniform
     issue_row += row_step;
     issue_x += x_step;
-    if constexpr (kFused) issue_res += res_step;
   };
 
   const int stages = p.stages;
@@ -152,15 +139,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
     Acc acc = 0;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
-      if (active && i < own) {
-        XVec v = read_slots<XVec>(s + i * block, block);
-        if constexpr (kFused) {
-          v = r.add_residual(col0 + i * step, v,
-                             read_slots<XVec>(s + residual_offset + i * block, block));
-          *reinterpret_cast<XVec*>(s + i * block) = v;  // keep the rounded sum for the store
-        }
-        acc = Row::add_squares(v, acc);
-      }
+      if (active && i < own) acc = Row::add_squares(read_slots<XVec>(s + i * block, block), acc);
     }
     const Acc rstd = Row::inv_rms(device::row_sum(acc, tpr, warp_sums[parity]), p);
 #pragma unroll

@@ -46,7 +46,7 @@ cudaError_t launch(Kernel kernel, const NormPlan& plan, const KernelParams& para
 // plus the kernel's 512 static bytes failed to launch before the first opt-in; 2026-11-30.) The
 // flag lives in a function templated on the kernel's parameters: every instantiation has the same
 // pointer type, so a static keyed on that type would be shared by all of them.
-template <typename T, typename W, bool kFused, int kChunks>
+template <typename T, typename W, int kChunks>
 cudaError_t allow_large_smem_streamed() {
   static std::atomic<uint64_t> devices_done{0};
   int device = 0;
@@ -57,7 +57,7 @@ cudaError_t allow_large_smem_streamed() {
   int limit = 0;
   err = cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess) return err;
-  const auto kernel = norm_streamed_kernel<T, W, kFused, kChunks>;
+  const auto kernel = norm_streamed_kernel<T, W, kChunks>;
   cudaFuncAttributes attributes{};
   err = cudaFuncGetAttributes(&attributes, kernel);
   if (err != cudaSuccess) return err;
@@ -68,26 +68,25 @@ cudaError_t allow_large_smem_streamed() {
   return err;
 }
 
-template <typename T, typename W, bool kFused, int kChunks>
+template <typename T, typename W, int kChunks>
 cudaError_t launch_streamed(const NormPlan& plan, const KernelParams& params, cudaStream_t s) {
-  const cudaError_t err = allow_large_smem_streamed<T, W, kFused, kChunks>();
-  return err != cudaSuccess ? err
-                            : launch(norm_streamed_kernel<T, W, kFused, kChunks>, plan, params, s);
+  const cudaError_t err = allow_large_smem_streamed<T, W, kChunks>();
+  return err != cudaSuccess ? err : launch(norm_streamed_kernel<T, W, kChunks>, plan, params, s);
 }
 
 template <typename T, typename W, bool kFused, bool kVector>
 cudaError_t dispatch_variant(const NormPlan& plan, const KernelParams& params, cudaStream_t s) {
   switch (plan.variant) {
     case KernelVariant::kStreamed:
-      if constexpr (kVector) {  // never planned without vector I/O
+      if constexpr (kVector && !kFused) {  // never planned otherwise (plan_violation)
         switch (plan.chunks_per_thread) {
           case 1:
-            return launch_streamed<T, W, kFused, 1>(plan, params, s);
+            return launch_streamed<T, W, 1>(plan, params, s);
           case 2:
-            return launch_streamed<T, W, kFused, 2>(plan, params, s);
+            return launch_streamed<T, W, 2>(plan, params, s);
           case 3:
           case 4:
-            return launch_streamed<T, W, kFused, 4>(plan, params, s);
+            return launch_streamed<T, W, 4>(plan, params, s);
         }
       }
       break;

@@ -177,6 +177,7 @@ TEST(MakePlan, StreamedOnlyForAlignedBatchesOfSeveralRowGroupsPerCta) {
     const bool streamed = plan.variant == KernelVariant::kStreamed;
     const int64_t groups = (c.problem.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
     if (streamed) {
+      if (c.problem.op != NormOp::kRmsNorm) return "the fused op streamed";
       if (!plan.vector_io) return "streamed without vector I/O";
       if (plan.chunks_per_thread > kMaxChunksPerThread) return "streamed past the instantiations";
       // Persistent and fully resident: a whole number of CTAs per SM, each with >1 group.
@@ -195,9 +196,10 @@ TEST(MakePlan, StreamedOnlyForAlignedBatchesOfSeveralRowGroupsPerCta) {
       }
     }
     // 2^20 rows: far past the resident CTAs; every aligned 16-bit row up to 16384 fits (two
-    // stages of x and the residual, weight slots) and must stream, for both ops.
-    const bool should = plan.vector_io && c.problem.rows == (int64_t{1} << 20) &&
-                        c.problem.cols <= 16384 && dtype_size(c.problem.x_dtype) == 2;
+    // stages of x, weight slots) and must stream (rmsnorm; the fused op never streams).
+    const bool should = c.problem.op == NormOp::kRmsNorm && plan.vector_io &&
+                        c.problem.rows == (int64_t{1} << 20) && c.problem.cols <= 16384 &&
+                        dtype_size(c.problem.x_dtype) == 2;
     return should && !streamed ? "not streamed where it fits" : nullptr;
   });
 }
@@ -223,11 +225,9 @@ TEST(MakePlan, StreamedShapesAreTheFastestMeasured) {
     int stages, ctas_per_sm;
   };
   const Expected cases[] = {
-      {NormOp::kRmsNorm, 4096, 65536, 2, 3},          {NormOp::kRmsNorm, 6144, 16384, 2, 2},
-      {NormOp::kRmsNorm, 7168, 65536, 2, 2},          {NormOp::kRmsNorm, 16384, 16384, 2, 1},
-      {NormOp::kRmsNorm, 7168, 1024, 2, 2},           {NormOp::kFusedAddRmsNorm, 4096, 65536, 3, 1},
-      {NormOp::kFusedAddRmsNorm, 6144, 16384, 2, 1},  {NormOp::kFusedAddRmsNorm, 7168, 65536, 2, 1},
-      {NormOp::kFusedAddRmsNorm, 16384, 16384, 2, 1},  // the only resident shape
+      {NormOp::kRmsNorm, 4096, 65536, 2, 3}, {NormOp::kRmsNorm, 6144, 16384, 2, 2},
+      {NormOp::kRmsNorm, 7168, 65536, 2, 2}, {NormOp::kRmsNorm, 16384, 16384, 2, 1},
+      {NormOp::kRmsNorm, 7168, 1024, 2, 2},
   };
   for (const Expected& e : cases) {
     const NormProblem p = problem(DType::kBFloat16, Weight::kSame, e.op, e.n, e.m, kLayouts[0]);
@@ -242,16 +242,30 @@ TEST(MakePlan, StreamedShapesAreTheFastestMeasured) {
 TEST(MakePlan, StreamedBytesInFlightNearTheTargetWhereAShapeAllowsIt) {
   // Row groups of 8 KiB to 32 KiB: some resident shape lands within a factor 1.5 of the
   // target, and the planner must find it.
-  for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
-    for (int64_t n : {4096, 6144, 7168, 8192}) {
-      const NormProblem p = problem(DType::kBFloat16, Weight::kSame, op, n, 65536, kLayouts[0]);
+  for (int64_t n : {4096, 6144, 7168, 8192}) {
+    const NormProblem p =
+        problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, n, 65536, kLayouts[0]);
+    const NormPlan plan = make_plan(p, hopper());
+    SCOPED_TRACE(describe(plan, p, hopper()));
+    ASSERT_EQ(plan.variant, KernelVariant::kStreamed);
+    const double in_flight =
+        static_cast<double>(plan.grid) * plan.stages * plan.rows_per_cta * n * 2;
+    EXPECT_LT(std::fabs(std::log(in_flight / kStreamedBytesInFlight)), std::log(1.5));
+  }
+}
+
+TEST(MakePlan, FusedOpKeepsItsRowsInRegistersAtEveryBatchSize) {
+  // Its registers schedule holds x, the residual and the weight (2 chunks per thread or fewer)
+  // and beat every streamed shape on the H200 (bench/schedules, 2026-11-30, docs/kernels.md).
+  for (int64_t n : {64, 4096, 6144, 7168, 8192, 16384}) {
+    for (int64_t m : {int64_t{1}, int64_t{1024}, int64_t{65536}, int64_t{1} << 20}) {
+      const NormProblem p =
+          problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, n, m, kLayouts[0]);
       const NormPlan plan = make_plan(p, hopper());
       SCOPED_TRACE(describe(plan, p, hopper()));
-      ASSERT_EQ(plan.variant, KernelVariant::kStreamed);
-      const int streams = op == NormOp::kFusedAddRmsNorm ? 2 : 1;
-      const double in_flight =
-          static_cast<double>(plan.grid) * plan.stages * plan.rows_per_cta * n * 2 * streams;
-      EXPECT_LT(std::fabs(std::log(in_flight / kStreamedBytesInFlight)), std::log(1.5));
+      EXPECT_EQ(plan.variant, KernelVariant::kRowInRegisters);
+      EXPECT_LE(plan.chunks_per_thread, 2);
+      EXPECT_EQ(plan.grid, (m + plan.rows_per_cta - 1) / plan.rows_per_cta);
     }
   }
 }
@@ -321,6 +335,10 @@ NormProblem bf16(int64_t n, int64_t m, int x_align = 256) {
   return problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, n, m, l);
 }
 
+NormProblem fused_bf16(int64_t n, int64_t m) {
+  return problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, n, m, kLayouts[0]);
+}
+
 // Each entry: a problem, a valid plan for it, and how to break the plan (or use it out of place).
 struct Broken {
   const char* what;
@@ -376,6 +394,8 @@ TEST(PlanViolation, CatchesBrokenPlans) {
        [](NormPlan& p) { p.chunks_per_thread = 5; }, "at most 4"},
       {"stages on a register plan", bf16(4096, 17), bf16(4096, 17), gpu,
        [](NormPlan& p) { p.stages = 2; }},
+      {"rmsnorm's streamed plan used for the fused op", bf16(4096, 4097), fused_bf16(4096, 4097),
+       gpu, [](NormPlan&) {}, "rmsnorm's only"},
       {"more CTAs than row groups", bf16(4096, 4097), bf16(4096, 4097), gpu,
        [](NormPlan& p) { p.grid = 4098; }},
       {"PDL below sm_90", bf16(4096, 17), bf16(4096, 17), ampere(),
