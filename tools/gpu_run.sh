@@ -4,6 +4,7 @@
 # summary go to $OUT (default ./out).
 #
 #   tools/gpu_run.sh [STAGE ...]     stages: build sanitize test kernels schedules profile bench
+#                                    (schedules: oink_schedule_sweep and oink_latency_floors)
 #                                    (default: all; they run in this order, the sanitizer first
 #                                    so that a run cut off by the time limit still has it)
 #   BENCH_ARGS="--suite decode,dsv3,quack --op all" tools/gpu_run.sh bench   # one run; default:
@@ -98,6 +99,11 @@ if has_stage schedules; then
   configure_kernel_build && ninja -C "$KERNEL_BUILD" oink_schedule_sweep >/dev/null 2>&1 &&
     "$KERNEL_BUILD/oink_schedule_sweep" >"$OUT/schedules.txt" 2>&1
   note "schedules: rc=$? ($((SECONDS - start)) s), $(grep -c ' planner ' "$OUT/schedules.txt") cases"
+  # And what a decode row costs piece by piece (launch, copy, reduction, weight): same file.
+  start=$SECONDS
+  { echo && ninja -C "$KERNEL_BUILD" oink_latency_floors >/dev/null 2>&1 &&
+    "$KERNEL_BUILD/oink_latency_floors"; } >>"$OUT/schedules.txt" 2>&1
+  note "latency floors: rc=$? ($((SECONDS - start)) s)"
 fi
 
 if has_stage profile; then

@@ -12,7 +12,7 @@ bash tools/install.sh
 step "format and lint"
 ruff check python tests tools
 ruff format --check python tests tools
-clang-format --dry-run --Werror $(git ls-files 'csrc/*' 'tests/cpp/*' 'bench/*.cu')
+clang-format --dry-run --Werror $(git ls-files 'csrc/*' 'tests/cpp/*' 'bench/*.cu' 'bench/*.h')
 
 step "C++ tests"
 cmake -S . -B build/cpp-tests -G Ninja -DOINK_BUILD_EXTENSION=OFF -DOINK_WITH_CUDA=OFF \

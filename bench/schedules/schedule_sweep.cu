@@ -20,20 +20,15 @@
 #include "core/args.h"
 #include "core/plan.h"
 #include "core/problem.h"
+#include "graph_timer.h"
 #include "kernels/launch.h"
 
 namespace oink {
 namespace {
 
 constexpr int kCalls = 20;
-constexpr int kReplays = 15;
-
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    std::fprintf(stderr, "oink_schedule_sweep: %s: %s\n", what, cudaGetErrorString(err));
-    std::exit(1);
-  }
-}
+using bench::check;
+using bench::kReplays;
 
 struct Buffers {
   std::vector<void*> x, other;  // other: out (rmsnorm) or residual (fused)
@@ -83,35 +78,7 @@ double time_plan(const NormPlan& plan, const NormProblem& p, const Buffers& b, b
     }
     return cudaSuccess;
   };
-  if (launch_all() != cudaSuccess) return -1;  // warm-up, and smem attributes outside capture
-  check(cudaStreamSynchronize(stream), "warm-up");
-  cudaGraph_t graph;
-  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-  const cudaError_t launched = launch_all();
-  check(cudaStreamEndCapture(stream, &graph), "end capture");
-  if (launched != cudaSuccess) return -1;
-  cudaGraphExec_t exec;
-  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  std::vector<float> ms;
-  check(cudaGraphLaunch(exec, stream), "replay");
-  for (int r = 0; r < kReplays; ++r) {
-    check(cudaEventRecord(start, stream), "record");
-    check(cudaGraphLaunch(exec, stream), "replay");
-    check(cudaEventRecord(stop, stream), "record");
-    check(cudaEventSynchronize(stop), "sync");
-    float t = 0;
-    check(cudaEventElapsedTime(&t, start, stop), "elapsed");
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return 1000.0 * ms[ms.size() / 2] / kCalls;
+  return bench::median_us_per_call(launch_all, kCalls, stream);
 }
 
 struct Candidate {

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/launch.h"
+#include "kernels/launch_kernel.cuh"
 #include "kernels/norm_row.cuh"
 #include "kernels/norm_row_group.cuh"
 #include "kernels/norm_streamed.cuh"
@@ -25,19 +26,9 @@ namespace {
 template <typename Kernel>
 cudaError_t launch(Kernel kernel, const NormPlan& plan, const KernelParams& params,
                    cudaStream_t stream) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(plan.grid));
-  config.blockDim = dim3(static_cast<unsigned>(plan.block_threads));
-  config.dynamicSmemBytes = static_cast<size_t>(plan.smem_bytes);
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  if (plan.use_pdl) {
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
-  return cudaLaunchKernelEx(&config, kernel, params);
+  return launch_kernel(kernel, dim3(static_cast<unsigned>(plan.grid)),
+                       dim3(static_cast<unsigned>(plan.block_threads)),
+                       static_cast<size_t>(plan.smem_bytes), plan.use_pdl, stream, params);
 }
 
 // Shared memory above 48 KiB, static and dynamic together, must be opted into, per kernel and

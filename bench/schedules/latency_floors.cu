@@ -1,0 +1,221 @@
+// oink_latency_floors: what a decode row costs, piece by piece. For each (N, M), with and without
+// programmatic dependent launch, µs per call in a CUDA graph (the sweep's timing) of:
+//
+//   empty     a kernel that only waits for its predecessor and signals its dependents
+//   copy      each CTA copies one row with oink's thread layout (threads_per_row_for(N) threads,
+//             up to 2 chunks of 16 bytes each, every load issued first)
+//   copy_sum  the same plus oink's reduction: sum of squares, device::row_sum, x * rstd stored
+//   oink      launch_norm() of the planner's plan, without a weight
+//   oink_w    the same with a bf16 weight
+//
+// The differences are what each piece adds to a row's dependent chain: launch, memory round
+// trip, reduction, oink's own overhead, the weight. bf16 only; buffers rotate over 20 sets, so a
+// decode row is L2-warm, as in the reference baselines.
+//
+//   oink_latency_floors            N in {4096, 7168, 8192}, M in {1, 16, 64}
+//   oink_latency_floors N M        one case
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "core/args.h"
+#include "core/plan.h"
+#include "core/problem.h"
+#include "device/async.cuh"
+#include "device/reduce.cuh"
+#include "graph_timer.h"
+#include "kernels/launch.h"
+#include "kernels/launch_kernel.cuh"
+
+namespace oink {
+namespace {
+
+using bench::check;
+constexpr int kCalls = 20;
+constexpr int kChunks = 2;  // decode rows: threads_per_row_for() gives every thread <= 2 chunks
+
+__global__ void empty_kernel() {
+  device::pdl_wait();
+  device::pdl_launch_dependents();
+}
+
+// One row per CTA; thread t owns chunks t and t + tpr, as oink's registers schedule does.
+template <bool kSum>
+__global__ void __launch_bounds__(1024)
+    row_floor_kernel(const uint4* x, uint4* out, int chunks, float inv_n) {
+  __shared__ alignas(16) float warp_sums[32];
+  device::pdl_wait();
+  device::pdl_launch_dependents();
+  const int tpr = blockDim.x;
+  const int64_t row = blockIdx.x;
+  uint4 v[kChunks];
+  bool mine[kChunks];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    mine[i] = threadIdx.x + i * tpr < chunks;
+    if (mine[i]) v[i] = x[row * chunks + threadIdx.x + i * tpr];
+  }
+  if constexpr (kSum) {
+    float acc = 0;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      if (!mine[i]) continue;
+      const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&v[i]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 f = __bfloat1622float2(pairs[k]);
+        acc = fmaf(f.x, f.x, acc);
+        acc = fmaf(f.y, f.y, acc);
+      }
+    }
+    const float rstd = __frsqrt_rn(device::row_sum(acc, tpr, warp_sums) * inv_n + 1e-6f);
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&v[i]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 f = __bfloat1622float2(pairs[k]);
+        pairs[k] = __floats2bfloat162_rn(f.x * rstd, f.y * rstd);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    if (mine[i]) out[row * chunks + threadIdx.x + i * tpr] = v[i];
+  }
+}
+
+struct Sets {
+  std::vector<void*> x, out;
+  void* weight = nullptr;
+};
+
+Sets allocate(int64_t n, int64_t m) {
+  const size_t bytes = static_cast<size_t>(n * m) * sizeof(__nv_bfloat16);
+  Sets s;
+  for (int i = 0; i < kCalls; ++i) {
+    void *x = nullptr, *out = nullptr;
+    check(cudaMalloc(&x, bytes), "cudaMalloc x");
+    check(cudaMalloc(&out, bytes), "cudaMalloc out");
+    check(cudaMemset(x, 0x3f, bytes), "memset");  // bfloat16 0x3f3f = 0.746
+    s.x.push_back(x);
+    s.out.push_back(out);
+  }
+  check(cudaMalloc(&s.weight, n * sizeof(__nv_bfloat16)), "cudaMalloc weight");
+  check(cudaMemset(s.weight, 0x3f, n * sizeof(__nv_bfloat16)), "memset");
+  return s;
+}
+
+void release(Sets& s) {
+  for (void* p : s.x) cudaFree(p);
+  for (void* p : s.out) cudaFree(p);
+  cudaFree(s.weight);
+}
+
+void run_case(int64_t n, int64_t m, const DeviceInfo& d, cudaStream_t stream) {
+  NormProblem p;
+  p.op = NormOp::kRmsNorm;
+  p.x_dtype = p.w_dtype = DType::kBFloat16;
+  p.rows = m;
+  p.cols = n;
+  p.ld_x = p.ld_out = p.ld_residual = n;
+  const int tpr = threads_per_row_for(n, p.x_dtype);
+  const int chunks = static_cast<int>(n / 8);
+  if (n % 8 != 0 || chunks > kChunks * tpr || tpr < 32) {
+    std::fprintf(stderr, "oink_latency_floors: N=%lld is not a decode row of whole chunks\n",
+                 static_cast<long long>(n));
+    std::exit(2);
+  }
+  Sets s = allocate(n, m);
+  for (bool pdl : {false, true}) {
+    auto rows = [&](auto kernel) {
+      return bench::median_us_per_call(
+          [&]() -> cudaError_t {
+            for (int i = 0; i < kCalls; ++i) {
+              const cudaError_t err =
+                  launch_kernel(kernel, dim3(static_cast<unsigned>(m)), dim3(tpr), 0, pdl, stream,
+                                static_cast<const uint4*>(s.x[i]), static_cast<uint4*>(s.out[i]),
+                                chunks, 1.0f / static_cast<float>(n));
+              if (err != cudaSuccess) return err;
+            }
+            return cudaSuccess;
+          },
+          kCalls, stream);
+    };
+    const double empty = bench::median_us_per_call(
+        [&]() -> cudaError_t {
+          for (int i = 0; i < kCalls; ++i) {
+            const cudaError_t err = launch_kernel(empty_kernel, dim3(1), dim3(32), 0, pdl, stream);
+            if (err != cudaSuccess) return err;
+          }
+          return cudaSuccess;
+        },
+        kCalls, stream);
+    LaunchOptions options;
+    options.allow_pdl = pdl;
+    auto oink_us = [&](bool weight) {
+      NormProblem q = p;
+      q.has_weight = weight;
+      const NormPlan plan = make_plan(q, d, options);
+      return bench::median_us_per_call(
+          [&]() -> cudaError_t {
+            for (int i = 0; i < kCalls; ++i) {
+              NormArgs args;
+              args.x = s.x[i];
+              args.out = s.out[i];
+              args.weight = weight ? s.weight : nullptr;
+              args.eps = 1e-6f;
+              const cudaError_t err = launch_norm(plan, q, args, stream);
+              if (err != cudaSuccess) return err;
+            }
+            return cudaSuccess;
+          },
+          kCalls, stream);
+    };
+    std::printf("%6lld %5lld %4s %6d %8.2f %8.2f %9.2f %8.2f %8.2f\n", static_cast<long long>(n),
+                static_cast<long long>(m), pdl ? "on" : "off", tpr, empty,
+                rows(row_floor_kernel<false>), rows(row_floor_kernel<true>), oink_us(false),
+                oink_us(true));
+    std::fflush(stdout);
+  }
+  release(s);
+}
+
+}  // namespace
+}  // namespace oink
+
+int main(int argc, char** argv) {
+  using namespace oink;
+  std::vector<std::pair<int64_t, int64_t>> cases;
+  if (argc == 3) {
+    cases.push_back({std::atoll(argv[1]), std::atoll(argv[2])});
+    if (cases[0].first < 1 || cases[0].second < 1) {
+      std::fprintf(stderr, "oink_latency_floors: N and M must be positive integers\n");
+      return 2;
+    }
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: oink_latency_floors [N M]\n");
+    return 2;
+  } else {
+    for (int64_t n : {4096, 7168, 8192}) {
+      for (int64_t m : {1, 16, 64}) cases.push_back({n, m});
+    }
+  }
+  int device = 0;
+  check(cudaGetDevice(&device), "device");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "properties");
+  const DeviceInfo d = cuda_device_info(device);
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  std::printf("# %s; bf16; µs per call (median of %d graph replays of %d calls, 20 buffer sets)\n",
+              prop.name, bench::kReplays, kCalls);
+  std::printf("%6s %5s %4s %6s %8s %8s %9s %8s %8s\n", "N", "M", "pdl", "tpr", "empty", "copy",
+              "copy_sum", "oink", "oink_w");
+  for (const auto& [n, m] : cases) run_case(n, m, d, stream);
+  return 0;
+}
