@@ -1,0 +1,198 @@
+"""`python -m oink.bench.targets RUN_DIR [REFERENCE.json ...]`: the step-3 targets (issue 4)
+checked against one benchmark session, shape by shape.
+
+RUN_DIR holds the main run's results.json (bf16, `--suite decode,mid,large,large_n --op all`
+with the provider `oink_no_pdl`), and may hold the sub-runs `tools/gpu_run.sh bench` writes:
+`fp32-weight/` and `pad/` (oink against itself) and `decode-l2-warm/` (decode with
+`--max-sets 20`, the reference baselines' regime; used for the decode targets when present).
+REFERENCE files are the stored baselines (../shared/baselines/h200-*.json): vLLM's and
+FlashInfer's kernels, which are rarely installed where oink is measured. A target a session has
+no data for is reported as "no data", never as met. Imports nothing of oink's extension:
+`python python/oink/bench/targets.py ...` works in a checkout that is not built."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+if __package__:
+    from oink.bench.compare import load_reference
+else:  # `python python/oink/bench/targets.py`: works where the extension is not built
+    from compare import load_reference
+
+DECODE_N = (4096, 7168, 8192)
+OPS = ("rmsnorm", "fused_add_rms_norm")
+
+
+@dataclass
+class Verdict:
+    target: str
+    met: int  # shapes that meet it
+    total: int  # shapes measured
+    worst: str  # the shape furthest from the target (or closest to missing it), with its value
+
+    @property
+    def status(self) -> str:
+        if self.total == 0:
+            return "no data"
+        return "met" if self.met == self.total else f"missed ({self.total - self.met} shapes)"
+
+
+@dataclass
+class Row:
+    shape: str
+    value: str  # formatted measurement
+    meets: bool
+    badness: float  # larger: further from the target
+
+
+def verdict(target: str, rows: list[Row]) -> Verdict:
+    if not rows:
+        return Verdict(target, 0, 0, "")
+    worst = max(rows, key=lambda r: r.badness)
+    return Verdict(target, sum(r.meets for r in rows), len(rows), f"{worst.shape}: {worst.value}")
+
+
+def load_run(path: str) -> dict[tuple, dict]:
+    """{(suite, op, provider, N, M): result}; a results.json holds one dtype, weight dtype and
+    row padding."""
+    with open(path) as f:
+        doc = json.load(f)
+    return {
+        (r["suite"], r["op"], r["provider"], r["N"], r["M"]): r
+        for r in doc["results"]
+        if r.get("status") == "ok"
+    }
+
+
+def best_alternative(run: dict, reference: dict, suite: str, op: str, n: int, m: int):
+    """(name, µs) of the fastest alternative for a shape: this run's baselines and the
+    reference's (vLLM, FlashInfer, ...), or None."""
+    alts = {}
+    for impl_key, r in reference.items():
+        r_op, impl, dtype, wdtype, pad, r_n, r_m = impl_key
+        if (r_op, dtype, wdtype, pad, r_n, r_m) == (op, "bfloat16", "bfloat16", 0, n, m):
+            alts[impl] = r["us"]
+    for (s, o, provider, nn, mm), r in run.items():
+        if (s, o, nn, mm) == (suite, op, n, m) and r.get("baseline"):
+            alts[provider] = min(r["time_us"], alts.get(provider, float("inf")))
+    return min(alts.items(), key=lambda kv: kv[1]) if alts else None
+
+
+def oink_rows(run: dict, suite: str, op: str, provider: str = "oink"):
+    for (s, o, p, n, m), r in sorted(run.items()):
+        if (s, o, p) == (suite, op, provider):
+            yield n, m, r
+
+
+def decode(run: dict, reference: dict, op: str, limit: float = 0.8) -> Verdict:
+    """oink without PDL over the best alternative's time, M <= 64 (lower is better)."""
+    rows = []
+    for n, m, r in oink_rows(run, "decode", op, "oink_no_pdl"):
+        best = best_alternative(run, reference, "decode", op, n, m)
+        if n in DECODE_N and m <= 64 and best:
+            q = r["time_us"] / best[1]
+            rows.append(Row(f"N={n} M={m} vs {best[0]}", f"{q:.2f}x", q <= limit, q))
+    return verdict(f"decode {op} <= {limit}x the best (no PDL)", rows)
+
+
+def decode_pdl(run: dict, op: str, limit_us: float) -> Verdict:
+    r = run.get(("decode", op, "oink", 7168, 1))
+    rows = [Row("N=7168 M=1", f"{r['time_us']:.2f} us", r["time_us"] <= limit_us, 0)] if r else []
+    return verdict(f"PDL {op} <= {limit_us} us (M=1, N=7168)", rows)
+
+
+def mid(run: dict, reference: dict, op: str, limit: float = 1.2) -> Verdict:
+    """Best alternative's time over oink's without PDL (higher is better)."""
+    rows = []
+    for n, m, r in oink_rows(run, "mid", op, "oink_no_pdl"):
+        best = best_alternative(run, reference, "mid", op, n, m)
+        if best:
+            x = best[1] / r["time_us"]
+            rows.append(Row(f"N={n} M={m} vs {best[0]}", f"{x:.2f}x", x >= limit, -x))
+    return verdict(f"mid {op} >= {limit}x the best (no PDL)", rows)
+
+
+def ceiling(run: dict, suite: str, op: str, limit_pct: float) -> Verdict:
+    """oink's share of the copy ceiling (higher is better)."""
+    rows = [
+        Row(
+            f"N={n} M={m}",
+            f"{r['pct_ceiling']:.0f}%",
+            r["pct_ceiling"] >= limit_pct,
+            -r["pct_ceiling"],
+        )
+        for n, m, r in oink_rows(run, suite, op)
+    ]
+    return verdict(f"{suite} {op} >= {limit_pct:.0f}% of the copy ceiling", rows)
+
+
+def against_itself(run: dict, other: dict, name: str, limit: float = 1.05) -> Verdict:
+    """oink's time in a variant run (fp32 weight, padded rows) over the main run's."""
+    rows = []
+    for key, r in sorted(other.items()):
+        base = run.get(key)
+        if key[2] in ("oink", "oink_no_pdl") and base:
+            q = r["time_us"] / base["time_us"]
+            shape = f"{key[1]} {key[2]} N={key[3]} M={key[4]}"
+            rows.append(Row(shape, f"{q:.3f}x", q <= limit, q))
+    return verdict(f"{name} within {limit - 1:.0%} of the main run", rows)
+
+
+def eager(run: dict) -> Verdict:
+    rows = []
+    for n, m, ours in oink_rows(run, "decode", "rmsnorm"):
+        theirs = run.get(("decode", "rmsnorm", "F.rms_norm", n, m))
+        if m == 1 and theirs and ours.get("host_us") and theirs.get("host_us"):
+            q = ours["host_us"] / theirs["host_us"]
+            rows.append(Row(f"N={n}", f"{q:.2f}x", q <= 1.0, q))
+    return verdict("eager host time <= F.rms_norm's (M=1)", rows)
+
+
+def evaluate(run_dir: str, reference_files: list[str], overlays: list[str] = ()) -> list[Verdict]:
+    run = load_run(os.path.join(run_dir, "results.json"))
+    for overlay in overlays:  # later runs of some ops or suites replace the main run's rows
+        run.update(load_run(os.path.join(overlay, "results.json")))
+    reference = load_reference(reference_files) if reference_files else {}
+
+    def sub(name: str) -> dict:
+        path = os.path.join(run_dir, name, "results.json")
+        return load_run(path) if os.path.exists(path) else {}
+
+    warm = sub("decode-l2-warm") or run  # the reference's regime, where measured
+    out = [decode(warm, reference, op) for op in OPS]
+    out += [decode_pdl(run, "rmsnorm", 1.5), decode_pdl(run, "fused_add_rms_norm", 1.8)]
+    out += [mid(run, reference, op) for op in OPS]
+    out += [ceiling(run, "large", "rmsnorm", 92), ceiling(run, "large", "fused_add_rms_norm", 97)]
+    out += [ceiling(run, "large_n", op, 85) for op in OPS]
+    out += [against_itself(run, sub("fp32-weight"), "fp32 weight")]
+    out += [against_itself(run, sub("pad"), "padded rows")]
+    out += [eager(run)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m oink.bench.targets", description=__doc__)
+    ap.add_argument("run_dir", help="a benchmark session's directory (results.json inside)")
+    ap.add_argument("reference", nargs="*", help="reference JSON file(s), e.g. ../shared/baselines")
+    ap.add_argument(
+        "--overlay",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a later run (results.json inside) whose rows replace the main run's, e.g. one op "
+        "re-measured after a change; repeatable",
+    )
+    args = ap.parse_args(argv)
+    verdicts = evaluate(args.run_dir, args.reference, args.overlay)
+    width = max(len(v.target) for v in verdicts)
+    for v in verdicts:
+        print(f"{v.target:{width}}  {v.met:3d}/{v.total:<3d}  {v.status:20}  worst {v.worst}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

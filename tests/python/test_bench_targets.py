@@ -1,0 +1,105 @@
+"""The step-3 target report (`python -m oink.bench.targets`) on small hand-made sessions: each
+verdict follows the numbers, missing data is never reported as met."""
+
+import json
+
+from oink.bench import targets
+
+
+def result(suite, op, provider, n, m, us, **extra):
+    row = {"suite": suite, "op": op, "provider": provider, "N": n, "M": m, "time_us": us}
+    row.update(status="ok", baseline=provider not in ("oink", "oink_no_pdl"), **extra)
+    return row
+
+
+def write_run(path, rows):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "results.json").write_text(json.dumps({"results": rows}))
+    return path
+
+
+def by_target(verdicts):
+    return {v.target: v for v in verdicts}
+
+
+def test_decode_compares_oink_without_pdl_to_the_fastest_alternative(tmp_path):
+    run = write_run(
+        tmp_path / "run",
+        [
+            # N=4096: 1.6 against inductor's 2.5 here and FlashInfer's 2.0 in the reference
+            result("decode", "rmsnorm", "oink_no_pdl", 4096, 1, 1.6),
+            result("decode", "rmsnorm", "oink", 4096, 1, 1.1),
+            result("decode", "rmsnorm", "inductor", 4096, 1, 2.5),
+            # N=7168: 2.0 against inductor's 2.2: 0.91x, a miss
+            result("decode", "rmsnorm", "oink_no_pdl", 7168, 1, 2.0),
+            result("decode", "rmsnorm", "oink", 7168, 1, 1.45),
+            result("decode", "rmsnorm", "inductor", 7168, 1, 2.2),
+        ],
+    )
+    reference = tmp_path / "ref.json"
+    reference.write_text(
+        json.dumps(
+            {"results": [{"op": "rmsnorm", "impl": "flashinfer", "N": 4096, "M": 1, "us": 2.0}]}
+        )
+    )
+    v = by_target(targets.evaluate(str(run), [str(reference)]))
+    decode = v["decode rmsnorm <= 0.8x the best (no PDL)"]
+    assert (decode.met, decode.total) == (1, 2)  # 1.6 / 2.0 = 0.80 meets, 2.0 / 2.2 does not
+    assert decode.worst.startswith("N=7168 M=1 vs inductor: 0.91x")
+    assert decode.status == "missed (1 shapes)"
+    pdl = v["PDL rmsnorm <= 1.5 us (M=1, N=7168)"]
+    assert (pdl.met, pdl.total, pdl.status) == (1, 1, "met")
+
+
+def test_ceiling_targets_take_the_worst_shape_and_overlays_replace_rows(tmp_path):
+    run = write_run(
+        tmp_path / "run",
+        [
+            result("large", "fused_add_rms_norm", "oink", 4096, 65536, 560.0, pct_ceiling=89.0),
+            result("large", "fused_add_rms_norm", "oink", 7168, 65536, 910.0, pct_ceiling=97.5),
+        ],
+    )
+    later = write_run(
+        tmp_path / "later",
+        [result("large", "fused_add_rms_norm", "oink", 4096, 65536, 515.0, pct_ceiling=97.1)],
+    )
+    name = "large fused_add_rms_norm >= 97% of the copy ceiling"
+    before = by_target(targets.evaluate(str(run), []))[name]
+    assert (before.met, before.total) == (1, 2) and before.worst == "N=4096 M=65536: 89%"
+    after = by_target(targets.evaluate(str(run), [], [str(later)]))[name]
+    assert (after.met, after.total, after.status) == (2, 2, "met")
+    assert after.worst == "N=4096 M=65536: 97%"  # the closest to missing
+
+
+def test_variant_runs_compare_oink_with_itself_and_absent_data_is_not_met(tmp_path):
+    run = write_run(
+        tmp_path / "run",
+        [
+            result("decode", "rmsnorm", "oink", 4096, 1, 2.00),
+            result("decode", "rmsnorm", "oink", 4096, 4, 2.00),
+        ],
+    )
+    write_run(
+        tmp_path / "run" / "pad",
+        [
+            result("decode", "rmsnorm", "oink", 4096, 1, 2.08),  # +4%: within 5%
+            result("decode", "rmsnorm", "oink", 4096, 4, 2.12),  # +6%: a miss
+        ],
+    )
+    v = by_target(targets.evaluate(str(run), []))
+    pad = v["padded rows within 5% of the main run"]
+    assert (pad.met, pad.total) == (1, 2)
+    assert pad.worst == "rmsnorm oink N=4096 M=4: 1.060x"
+    for name in (
+        "fp32 weight within 5% of the main run",
+        "large_n rmsnorm >= 85% of the copy ceiling",
+    ):
+        assert v[name].total == 0 and v[name].status == "no data"
+
+
+def test_the_command_prints_one_line_per_target(tmp_path, capsys):
+    run = write_run(tmp_path / "run", [result("decode", "rmsnorm", "oink", 7168, 1, 1.4)])
+    assert targets.main([str(run)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == len(targets.evaluate(str(run), []))
+    assert any("PDL rmsnorm" in line and "met" in line for line in lines)
