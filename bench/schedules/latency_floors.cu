@@ -27,9 +27,9 @@
 #include "core/problem.h"
 #include "device/async.cuh"
 #include "device/reduce.cuh"
-#include "graph_timer.h"
 #include "kernels/launch.h"
 #include "kernels/launch_kernel.cuh"
+#include "timing_harness.h"
 
 namespace oink {
 namespace {
@@ -205,13 +205,10 @@ int main(int argc, char** argv) {
       for (int64_t m : {1, 16, 64}) cases.push_back({n, m});
     }
   }
-  int device = 0;
-  check(cudaGetDevice(&device), "device");
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, device), "properties");
-  const DeviceInfo d = cuda_device_info(device);
-  cudaStream_t stream;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  const bench::Device dev = bench::current_device();
+  const cudaDeviceProp& prop = dev.prop;
+  const DeviceInfo& d = dev.info;
+  cudaStream_t stream = dev.stream;
   std::printf("# %s; bf16; µs per call (median of %d graph replays of %d calls, 20 buffer sets)\n",
               prop.name, bench::kReplays, kCalls);
   std::printf("%6s %5s %4s %6s %8s %8s %9s %8s %8s\n", "N", "M", "pdl", "tpr", "empty", "copy",

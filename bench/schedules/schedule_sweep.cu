@@ -20,8 +20,8 @@
 #include "core/args.h"
 #include "core/plan.h"
 #include "core/problem.h"
-#include "graph_timer.h"
 #include "kernels/launch.h"
+#include "timing_harness.h"
 
 namespace oink {
 namespace {
@@ -174,13 +174,10 @@ int main(int argc, char** argv) {
       for (const auto& s : shapes) cases.push_back({op, s[0], s[1]});
     }
   }
-  int device = 0;
-  check(cudaGetDevice(&device), "device");
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, device), "properties");
-  const DeviceInfo d = cuda_device_info(device);
-  cudaStream_t stream;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  const bench::Device dev = bench::current_device();
+  const cudaDeviceProp& prop = dev.prop;
+  const DeviceInfo& d = dev.info;
+  cudaStream_t stream = dev.stream;
   std::printf("# %s, %d SMs, L2 %d MiB; µs per launch (median of %d graph replays of %d)\n",
               prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, kReplays, kCalls);
   std::printf("%-19s %6s %7s %-22s %9s %8s  plan\n", "op", "N", "M", "candidate", "us", "GB/s");

@@ -1,6 +1,7 @@
-// Device time per launch, as the benchmark measures it: `calls` launches captured in one CUDA
-// graph, replayed kReplays times between CUDA events, median replay over `calls`. Shared by the
-// schedule sweep and the latency floors.
+// The timing harness of the torch-free bench tools (the schedule sweep, the latency floors): the
+// current device and a stream, and device time per launch as the benchmark measures it: `calls`
+// launches captured in one CUDA graph, replayed kReplays times between CUDA events, median
+// replay over `calls`.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -9,6 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+
+#include "core/problem.h"
+#include "kernels/launch.h"
 
 namespace oink::bench {
 
@@ -19,6 +23,22 @@ inline void check(cudaError_t err, const char* what) {
     std::fprintf(stderr, "oink bench tool: %s: %s\n", what, cudaGetErrorString(err));
     std::exit(1);
   }
+}
+
+struct Device {
+  cudaDeviceProp prop{};
+  DeviceInfo info;
+  cudaStream_t stream = nullptr;  // non-blocking
+};
+
+inline Device current_device() {
+  Device d;
+  int index = 0;
+  check(cudaGetDevice(&index), "device");
+  check(cudaGetDeviceProperties(&d.prop, index), "properties");
+  d.info = cuda_device_info(index);
+  check(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking), "stream");
+  return d;
 }
 
 // launch_calls() issues `calls` launches on `stream`; it runs once uncaptured (warm-up, and
