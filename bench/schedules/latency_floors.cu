@@ -89,33 +89,6 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
-struct Sets {
-  std::vector<void*> x, out;
-  void* weight = nullptr;
-};
-
-Sets allocate(int64_t n, int64_t m) {
-  const size_t bytes = static_cast<size_t>(n * m) * sizeof(__nv_bfloat16);
-  Sets s;
-  for (int i = 0; i < kCalls; ++i) {
-    void *x = nullptr, *out = nullptr;
-    check(cudaMalloc(&x, bytes), "cudaMalloc x");
-    check(cudaMalloc(&out, bytes), "cudaMalloc out");
-    check(cudaMemset(x, 0x3f, bytes), "memset");  // bfloat16 0x3f3f = 0.746
-    s.x.push_back(x);
-    s.out.push_back(out);
-  }
-  check(cudaMalloc(&s.weight, n * sizeof(__nv_bfloat16)), "cudaMalloc weight");
-  check(cudaMemset(s.weight, 0x3f, n * sizeof(__nv_bfloat16)), "memset");
-  return s;
-}
-
-void release(Sets& s) {
-  for (void* p : s.x) cudaFree(p);
-  for (void* p : s.out) cudaFree(p);
-  cudaFree(s.weight);
-}
-
 void run_case(int64_t n, int64_t m, const DeviceInfo& d, cudaStream_t stream) {
   NormProblem p;
   p.op = NormOp::kRmsNorm;
@@ -130,7 +103,7 @@ void run_case(int64_t n, int64_t m, const DeviceInfo& d, cudaStream_t stream) {
                  static_cast<long long>(n));
     std::exit(2);
   }
-  Sets s = allocate(n, m);
+  bench::Buffers s = bench::allocate(p, kCalls);  // x and out; 20 sets: L2-warm decode rows
   for (bool pdl : {false, true}) {
     auto rows = [&](auto kernel) {
       return bench::median_us_per_call(
@@ -138,7 +111,7 @@ void run_case(int64_t n, int64_t m, const DeviceInfo& d, cudaStream_t stream) {
             for (int i = 0; i < kCalls; ++i) {
               const cudaError_t err =
                   launch_kernel(kernel, dim3(static_cast<unsigned>(m)), dim3(tpr), 0, pdl, stream,
-                                static_cast<const uint4*>(s.x[i]), static_cast<uint4*>(s.out[i]),
+                                static_cast<const uint4*>(s.x[i]), static_cast<uint4*>(s.other[i]),
                                 chunks, 1.0f / static_cast<float>(n));
               if (err != cudaSuccess) return err;
             }
@@ -166,7 +139,7 @@ void run_case(int64_t n, int64_t m, const DeviceInfo& d, cudaStream_t stream) {
             for (int i = 0; i < kCalls; ++i) {
               NormArgs args;
               args.x = s.x[i];
-              args.out = s.out[i];
+              args.out = s.other[i];
               args.weight = weight ? s.weight : nullptr;
               args.eps = 1e-6f;
               const cudaError_t err = launch_norm(plan, q, args, stream);
@@ -182,7 +155,7 @@ void run_case(int64_t n, int64_t m, const DeviceInfo& d, cudaStream_t stream) {
                 oink_us(true));
     std::fflush(stdout);
   }
-  release(s);
+  bench::release(s);
 }
 
 }  // namespace

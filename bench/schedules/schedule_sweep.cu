@@ -30,34 +30,13 @@ constexpr int kCalls = 20;
 using bench::check;
 using bench::kReplays;
 
-struct Buffers {
-  std::vector<void*> x, other;  // other: out (rmsnorm) or residual (fused)
-  void* weight = nullptr;
-};
+using bench::Buffers;
 
 // Enough sets that one pass over them is more than twice the L2 (or one set if it is already).
-Buffers allocate(const NormProblem& p, int l2_bytes) {
+Buffers allocate_sets(const NormProblem& p, int l2_bytes) {
   const size_t bytes = static_cast<size_t>(p.rows) * p.cols * dtype_size(p.x_dtype);
-  const size_t sets = std::min<size_t>(kCalls, 2 * static_cast<size_t>(l2_bytes) / bytes + 1);
-  Buffers b;
-  for (size_t i = 0; i < sets; ++i) {
-    void *x = nullptr, *other = nullptr;
-    check(cudaMalloc(&x, bytes), "cudaMalloc x");
-    check(cudaMalloc(&other, bytes), "cudaMalloc out/residual");
-    check(cudaMemset(x, 0x3f, bytes), "memset");  // bfloat16 0x3f3f = 0.746
-    check(cudaMemset(other, 0x3f, bytes), "memset");
-    b.x.push_back(x);
-    b.other.push_back(other);
-  }
-  check(cudaMalloc(&b.weight, p.cols * dtype_size(p.w_dtype)), "cudaMalloc weight");
-  check(cudaMemset(b.weight, 0x3f, p.cols * dtype_size(p.w_dtype)), "memset");
-  return b;
-}
-
-void release(Buffers& b) {
-  for (void* x : b.x) cudaFree(x);
-  for (void* o : b.other) cudaFree(o);
-  cudaFree(b.weight);
+  return bench::allocate(p,
+                         std::min<size_t>(kCalls, 2 * static_cast<size_t>(l2_bytes) / bytes + 1));
 }
 
 // Median µs per launch of `plan`, or a negative value if a launch failed.
@@ -184,7 +163,7 @@ int main(int argc, char** argv) {
   for (const Case& s : cases) {
     const NormOp op = s.op;
     const NormProblem p = bf16_problem(op, s.n, s.m);
-    Buffers buffers = allocate(p, prop.l2CacheSize);
+    Buffers buffers = allocate_sets(p, prop.l2CacheSize);
     const double moved = (op == NormOp::kRmsNorm ? 2.0 : 4.0) * s.m * s.n * 2 + s.n * 2;
     for (const Candidate& c : candidates(p, d)) {
       NormProblem used = p;
@@ -201,7 +180,7 @@ int main(int argc, char** argv) {
                   describe(c.plan, used, d).c_str());
       std::fflush(stdout);
     }
-    release(buffers);
+    bench::release(buffers);
   }
   return 0;
 }

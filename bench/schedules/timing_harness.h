@@ -41,6 +41,38 @@ inline Device current_device() {
   return d;
 }
 
+// Rotating buffer sets of a problem: per set, x and a second [M, N] buffer (the output, or the
+// fused op's residual); one weight. Filled with 0x3f bytes (bfloat16 0.746).
+struct Buffers {
+  std::vector<void*> x, other;
+  void* weight = nullptr;
+};
+
+inline Buffers allocate(const NormProblem& p, size_t sets) {
+  const size_t bytes = static_cast<size_t>(p.rows) * p.cols * dtype_size(p.x_dtype);
+  const size_t weight_bytes = static_cast<size_t>(p.cols) * dtype_size(p.w_dtype);
+  Buffers b;
+  for (size_t i = 0; i < sets; ++i) {
+    void *x = nullptr, *other = nullptr;
+    check(cudaMalloc(&x, bytes), "cudaMalloc x");
+    check(cudaMalloc(&other, bytes), "cudaMalloc out/residual");
+    check(cudaMemset(x, 0x3f, bytes), "memset");
+    check(cudaMemset(other, 0x3f, bytes), "memset");
+    b.x.push_back(x);
+    b.other.push_back(other);
+  }
+  check(cudaMalloc(&b.weight, weight_bytes), "cudaMalloc weight");
+  check(cudaMemset(b.weight, 0x3f, weight_bytes), "memset");
+  return b;
+}
+
+inline void release(Buffers& b) {
+  for (void* x : b.x) cudaFree(x);
+  for (void* o : b.other) cudaFree(o);
+  cudaFree(b.weight);
+  b = Buffers{};
+}
+
 // launch_calls() issues `calls` launches on `stream`; it runs once uncaptured (warm-up, and
 // one-time attribute setting outside the capture), then once under capture. Median µs per
 // launch, or a negative value if a launch failed.
