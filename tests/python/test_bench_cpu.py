@@ -112,3 +112,15 @@ def test_every_suite_has_shapes_in_every_mode() -> None:
     large_n = suites.shapes("large_n", "cuda", False)
     assert {n for n, _ in large_n} == {32768, 65536, 131072, 262144}
     assert min(m for _, m in large_n) >= 1024
+
+
+def test_default_output_is_a_new_folder_outside_the_source_tree(tmp_path, monkeypatch) -> None:
+    from oink.bench import env
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    info = {"gpu": "NVIDIA H200", "date_utc": "2026-11-30T12:05:01+00:00"}
+    first = env.default_out_dir(info)
+    assert first == tmp_path / "oink" / "bench" / "nvidia-h200-20261130T120501Z"
+    first.mkdir(parents=True)
+    assert env.default_out_dir(info) == first.with_name(first.name + "-2")  # never reused
+    assert env.default_out_dir({"gpu": None, "date_utc": info["date_utc"]}).name.startswith("cpu-")

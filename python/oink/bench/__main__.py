@@ -39,8 +39,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--out",
         type=Path,
-        help="output directory (default: bench/results/<gpu name> or bench/results/cpu, "
-        "relative to the current directory)",
+        help="output directory (default: a new folder per run under $XDG_CACHE_HOME/oink/bench "
+        "or ~/.cache/oink/bench, named after the device and the start time; printed)",
     )
     ap.add_argument(
         "--providers",
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"oink-bench: WARNING: {broken}; oink's launch plans are not recorded", file=sys.stderr
         )
-    out_dir = args.out or env.default_out_dir(info)
+    out_dir = (args.out or env.default_out_dir(info)).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     dtype = DTYPES[args.dtype]
     cfg = runner.Config(

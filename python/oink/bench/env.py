@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import os
 import platform
 import re
 import shlex
@@ -121,4 +122,14 @@ def describe(device: str) -> dict:
 
 
 def default_out_dir(info: dict) -> Path:
-    return Path("bench") / "results" / (slug(info["gpu"]) if info.get("gpu") else "cpu")
+    """A new folder per run, outside any source tree: `$XDG_CACHE_HOME/oink/bench/` (default
+    `~/.cache/oink/bench/`), named after the device and the run's UTC start, e.g.
+    `nvidia-h200-20261130T120501Z`. Results worth keeping are copied out from there."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "oink" / "bench"
+    stamp = re.sub(r"[-:]", "", info["date_utc"]).replace("+0000", "Z")
+    base = root / f"{slug(info['gpu']) if info.get('gpu') else 'cpu'}-{stamp}"
+    out, n = base, 1
+    while out.exists():  # two runs started within the same second
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
