@@ -151,8 +151,8 @@ if has_stage bench; then
         --providers oink,oink_no_pdl --no-plots
       run_bench pad --pad --suite decode,mid,large --op all --providers oink,oink_no_pdl --no-plots
       # The targets against this session (the references of ../shared are not on the device:
-      # rerun it here with them: python -m oink.bench.targets DIR ../shared/baselines/*.json).
-      python3 -m oink.bench.targets "$dir" 2>&1 | tee -a "$SUMMARY"
+      # rerun it here with them: python tools/bench_targets.py DIR ../shared/baselines/*.json).
+      python3 tools/bench_targets.py "$dir" 2>&1 | tee -a "$SUMMARY"
     fi
     tar -czf "$OUT/bench.tar.gz" -C "$dir" .
     note "bench: ($((SECONDS - start)) s)"

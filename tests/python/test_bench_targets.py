@@ -1,9 +1,17 @@
-"""The step-3 target report (`python -m oink.bench.targets`) on small hand-made sessions: each
-verdict follows the numbers, missing data is never reported as met."""
+"""The lab tools that read benchmark results, on small hand-made sessions: the step-3 target
+report (`python tools/bench_targets.py`: each verdict follows the numbers, missing data is never
+reported as met) and the comparison with a stored reference run (`tools/bench_compare.py`).
+They live in tools/, not in the installed package, and are imported from there."""
 
+import importlib
 import json
+import sys
+from pathlib import Path
 
-from oink.bench import targets
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
+sys.path.insert(0, str(TOOLS))
+targets = importlib.import_module("bench_targets")
+compare = importlib.import_module("bench_compare")
 
 
 def result(suite, op, provider, n, m, us, **extra):
@@ -103,3 +111,33 @@ def test_the_command_prints_one_line_per_target(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == len(targets.evaluate(str(run), []))
     assert any("PDL rmsnorm" in line and "met" in line for line in lines)
+
+
+def test_compare_prints_ours_over_the_reference_per_provider(tmp_path, capsys):
+    ours = tmp_path / "results.json"
+    rows = [
+        result("decode", "rmsnorm", "F.rms_norm", 4096, 1, 2.2, dtype="torch.bfloat16"),
+        result("decode", "rmsnorm", "F.rms_norm", 4096, 4, 3.0, dtype="torch.bfloat16"),
+        result("decode", "rmsnorm", "inductor", 7168, 1, 5.0, dtype="torch.bfloat16"),
+    ]
+    for r in rows:
+        r.update(weight_dtype=r["dtype"], pad=0)
+    ours.write_text(json.dumps({"results": rows, "copy_ceiling": {"GBps": 4290.0}, "env": {}}))
+    reference = tmp_path / "ref.json"
+    ref_rows = [
+        {"op": "rmsnorm", "impl": "F.rms_norm", "N": 4096, "M": 1, "us": 2.0},  # 1.10x
+        {"op": "rmsnorm", "impl": "F.rms_norm", "N": 4096, "M": 4, "us": 3.0},  # 1.00x
+    ]
+    reference.write_text(json.dumps({"results": ref_rows}))
+    assert compare.main([str(ours), str(reference), "--tol", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "F.rms_norm" in out and "inductor" not in out  # no reference for inductor
+    assert "shapes off by more than 5%: 1" in out
+    assert "N=4096 M=1: 2.20 us vs 2.00 us (1.10x)" in out
+
+
+def test_the_lab_tools_are_not_in_the_package():
+    import oink.bench
+
+    package = Path(oink.bench.__file__).parent
+    assert not (package / "targets.py").exists() and not (package / "compare.py").exists()

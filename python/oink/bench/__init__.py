@@ -6,6 +6,7 @@ ceiling measured in the same run; eager host time per call for the decode suite.
 same command times oink's CPU kernels against PyTorch's CPU path on smaller shapes.
 
 Modules: suites (shapes), providers (what is timed), gate (correctness), timing (clocks),
-runner (the loop), env (versions), report (JSON, Markdown, summary), plots (SVG),
-compare (against a stored reference run).
+runner (the loop), env (versions), report (JSON, Markdown, summary), plots (SVG). Lab tools that
+read results (the step-3 targets, a comparison with a stored reference run) are not part of the
+package: `tools/bench_targets.py`, `tools/bench_compare.py` in the source tree.
 """

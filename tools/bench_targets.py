@@ -1,4 +1,4 @@
-"""`python -m oink.bench.targets RUN_DIR [REFERENCE.json ...]`: the step-3 targets (issue 4)
+"""`python tools/bench_targets.py RUN_DIR [REFERENCE.json ...]`: the step-3 targets (issue 4)
 checked against one benchmark session, shape by shape.
 
 RUN_DIR holds the main run's results.json (bf16, `--suite decode,mid,large,large_n --op all`
@@ -7,8 +7,8 @@ with the provider `oink_no_pdl`), and may hold the sub-runs `tools/gpu_run.sh be
 `--max-sets 20`, the reference baselines' regime; used for the decode targets when present).
 REFERENCE files are the stored baselines (../shared/baselines/h200-*.json): vLLM's and
 FlashInfer's kernels, which are rarely installed where oink is measured. A target a session has
-no data for is reported as "no data", never as met. Imports nothing of oink's extension:
-`python python/oink/bench/targets.py ...` works in a checkout that is not built."""
+no data for is reported as "no data", never as met. A lab tool, not part of the installed
+package; it imports nothing of oink, so it runs in a checkout that is not built."""
 
 from __future__ import annotations
 
@@ -18,10 +18,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-if __package__:
-    from oink.bench.compare import load_reference
-else:  # `python python/oink/bench/targets.py`: works where the extension is not built
-    from compare import load_reference
+from bench_compare import load_reference  # beside this file (the script's directory)
 
 DECODE_N = (4096, 7168, 8192)
 OPS = ("rmsnorm", "fused_add_rms_norm")
@@ -175,7 +172,7 @@ def evaluate(run_dir: str, reference_files: list[str], overlays: list[str] = ())
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oink.bench.targets", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python tools/bench_targets.py", description=__doc__)
     ap.add_argument("run_dir", help="a benchmark session's directory (results.json inside)")
     ap.add_argument("reference", nargs="*", help="reference JSON file(s), e.g. ../shared/baselines")
     ap.add_argument(

@@ -1,10 +1,10 @@
-"""`python -m oink.bench.compare results.json REFERENCE.json...`: this run's baseline timings
+"""`python tools/bench_compare.py results.json REFERENCE.json...`: this run's baseline timings
 against a stored reference run (e.g. ../shared/baselines/h200-*.json), shape by shape.
 
 Issue 3 asks that the baselines measured here agree with the reference within run-to-run noise;
 this prints ours/reference per (op, provider, dtype, weight dtype, pad, N, M) found in both, the
-geometric mean per provider, and the shapes off by more than --tol. It imports nothing of oink,
-so `python python/oink/bench/compare.py ...` works where the extension is not built."""
+geometric mean per provider, and the shapes off by more than --tol. A lab tool, not part of the
+installed package; it imports nothing of oink, so it runs in a checkout that is not built."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def load_reference(paths: list[str]) -> dict[tuple, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oink.bench.compare", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python tools/bench_compare.py", description=__doc__)
     ap.add_argument("results", help="results.json of an oink-bench run")
     ap.add_argument("reference", nargs="+", help="reference JSON file(s)")
     ap.add_argument("--tol", type=float, default=0.10, help="flag |ours/ref - 1| above this")
