@@ -122,9 +122,9 @@ def describe(device: str) -> dict:
 
 
 def default_out_dir(info: dict) -> Path:
-    """A new folder per run, outside any source tree: `$XDG_CACHE_HOME/oink/bench/` (default
-    `~/.cache/oink/bench/`), named after the device and the run's UTC start, e.g.
-    `nvidia-h200-20261130T120501Z`. Results worth keeping are copied out from there."""
+    """A new folder per run, outside any source tree: under `$XDG_CACHE_HOME/oink/bench/`
+    (default `~/.cache/oink/bench/`), named `<device>-<YYYYMMDDTHHMMSSZ>` after the device and the
+    run's UTC start. Results worth keeping are copied out from there."""
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "oink" / "bench"
     stamp = re.sub(r"[-:]", "", info["date_utc"]).replace("+0000", "Z")
     base = root / f"{slug(info['gpu']) if info.get('gpu') else 'cpu'}-{stamp}"
