@@ -1,5 +1,6 @@
 """Every rejected input: a clear message (argument, expected, got), raised before any launch,
-inputs untouched, no CUDA error left pending."""
+inputs untouched (every byte of the memory each tensor argument views), no CUDA error left
+pending."""
 
 import re
 
@@ -11,19 +12,28 @@ import oink
 from conftest import DEVICES, HAS_CUDA, requires_cuda
 
 
-def expect_error(fn, *tensors, arg, expected, got):
-    """Calls fn, which must raise naming `arg`, `expected` and `got`; inputs must be unchanged."""
-    before = [t.clone() for t in tensors]
+def memory_of(tensor):
+    """A copy of every byte of the storage `tensor` views: its elements, and the gaps and padding
+    between them, which a stray write could also reach."""
+    raw = torch.empty(0, dtype=torch.uint8, device=tensor.device)
+    return raw.set_(tensor.untyped_storage()).clone()
+
+
+def expect_error(op, *args, arg, expected, got):
+    """Calls op(*args), which must raise naming `arg`, `expected` and `got`, and must leave every
+    tensor argument's memory bitwise as it was (NaNs included)."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    before = [memory_of(a) for a in tensors]
     with pytest.raises((ValueError, RuntimeError)) as info:
-        fn()
+        op(*args)
     message = str(info.value)
     assert f"argument '{arg}'" in message, message
     assert re.search(expected, message), message
     assert re.search(got, message), message
-    for t, b in zip(tensors, before, strict=True):
-        assert torch.equal(t, b) or (t.isnan() == b.isnan()).all()
     if HAS_CUDA:
         torch.cuda.synchronize()  # raises if an error were pending
+    for i, (a, b) in enumerate(zip(tensors, before, strict=True)):
+        assert torch.equal(memory_of(a), b), f"the rejected call modified tensor argument {i}"
 
 
 def t(*shape, dtype=torch.bfloat16, device="cpu"):
@@ -34,21 +44,21 @@ def t(*shape, dtype=torch.bfloat16, device="cpu"):
 class TestRmsNorm:
     def test_zero_dim(self, device):
         x = torch.tensor(1.5, device=device)
-        expect_error(lambda: oink.rmsnorm(x), x, arg="x", expected="rank >= 1", got="0-d")
+        expect_error(oink.rmsnorm, x, arg="x", expected="rank >= 1", got="0-d")
 
     def test_weight_length(self, device):
         x, w = t(4, 64, device=device), t(63, device=device)
-        expect_error(lambda: oink.rmsnorm(x, w), x, w, arg="weight", expected="N=64", got=r"\[63\]")
+        expect_error(oink.rmsnorm, x, w, arg="weight", expected="N=64", got=r"\[63\]")
 
     def test_weight_rank(self, device):
         x, w = t(4, 64, device=device), t(1, 64, device=device)
-        expect_error(lambda: oink.rmsnorm(x, w), x, arg="weight", expected="1-D", got=r"\[1, 64\]")
+        expect_error(oink.rmsnorm, x, w, arg="weight", expected="1-D", got=r"\[1, 64\]")
 
     @pytest.mark.parametrize("dtype", [torch.float64, torch.int32])
     def test_unsupported_x_dtype(self, device, dtype):
         x = torch.ones(4, 64, dtype=dtype, device=device)
         expect_error(
-            lambda: oink.rmsnorm(x),
+            oink.rmsnorm,
             x,
             arg="x",
             expected="float16, bfloat16 or float32",
@@ -58,7 +68,7 @@ class TestRmsNorm:
     def test_weight_dtype_combination(self, device):
         x, w = t(4, 64, device=device), t(64, dtype=torch.float16, device=device)
         expect_error(
-            lambda: oink.rmsnorm(x, w),
+            oink.rmsnorm,
             x,
             w,
             arg="weight",
@@ -69,7 +79,7 @@ class TestRmsNorm:
     def test_last_dim_stride(self, device):
         x = t(64, 4, device=device).t()
         expect_error(
-            lambda: oink.rmsnorm(x),
+            oink.rmsnorm,
             x,
             arg="x",
             expected="stride 1 in its last",
@@ -79,7 +89,7 @@ class TestRmsNorm:
     def test_leading_dims_not_rows(self, device):
         x = t(4, 6, 64, device=device)[:, :3]  # two blocks of 3 rows with a gap between them
         expect_error(
-            lambda: oink.rmsnorm(x),
+            oink.rmsnorm,
             x,
             arg="x",
             expected="rows with one row stride",
@@ -88,16 +98,16 @@ class TestRmsNorm:
 
     def test_non_contiguous_weight(self, device):
         x, w = t(4, 64, device=device), t(128, device=device)[::2]
-        expect_error(
-            lambda: oink.rmsnorm(x, w), x, w, arg="weight", expected="contiguous", got="stride 2"
-        )
+        expect_error(oink.rmsnorm, x, w, arg="weight", expected="contiguous", got="stride 2")
 
     @pytest.mark.parametrize("eps", [-1e-6, float("nan"), float("inf")])
     def test_bad_eps(self, device, eps):
         x = t(4, 64, device=device)
         expect_error(
-            lambda: oink.rmsnorm(x, None, eps),
+            oink.rmsnorm,
             x,
+            None,
+            eps,
             arg="eps",
             expected="finite number >= 0",
             got=r"-1e-06|nan|inf",
@@ -110,9 +120,11 @@ class TestFusedAdd:
         buf = t(8, 64, device=device)
         x, residual, w = buf[:6], buf[2:], t(64, device=device)
         expect_error(
-            lambda: oink.fused_add_rms_norm(x, residual, w, 1e-6),
-            buf,
+            oink.fused_add_rms_norm,
+            x,
+            residual,
             w,
+            1e-6,
             arg="residual",
             expected="must not share memory",
             got="overlapping",
@@ -121,8 +133,11 @@ class TestFusedAdd:
     def test_same_tensor_twice(self, device):
         x, w = t(4, 64, device=device), t(64, device=device)
         expect_error(
-            lambda: oink.fused_add_rms_norm(x, x, w, 1e-6),
+            oink.fused_add_rms_norm,
             x,
+            x,
+            w,
+            1e-6,
             arg="residual",
             expected="must not share memory",
             got="overlapping",
@@ -131,9 +146,11 @@ class TestFusedAdd:
     def test_shape_mismatch(self, device):
         x, r, w = t(4, 64, device=device), t(5, 64, device=device), t(64, device=device)
         expect_error(
-            lambda: oink.fused_add_rms_norm(x, r, w, 1e-6),
+            oink.fused_add_rms_norm,
             x,
             r,
+            w,
+            1e-6,
             arg="residual",
             expected=r"x's shape \[4, 64\]",
             got=r"\[5, 64\]",
@@ -143,9 +160,11 @@ class TestFusedAdd:
         x, w = t(4, 64, device=device), t(64, device=device)
         r = t(4, 64, dtype=torch.float16, device=device)
         expect_error(
-            lambda: oink.fused_add_rms_norm(x, r, w, 1e-6),
+            oink.fused_add_rms_norm,
             x,
             r,
+            w,
+            1e-6,
             arg="residual",
             expected=r"x's dtype \(bfloat16\)",
             got="Half",
@@ -155,18 +174,18 @@ class TestFusedAdd:
 @requires_cuda
 def test_cpu_weight_with_cuda_x():
     x, w = t(4, 64, device="cuda"), t(64)
-    expect_error(
-        lambda: oink.rmsnorm(x, w), x, arg="weight", expected=r"x's device \(cuda:0\)", got="cpu"
-    )
+    expect_error(oink.rmsnorm, x, w, arg="weight", expected=r"x's device \(cuda:0\)", got="cpu")
 
 
 @requires_cuda
 def test_cpu_residual_with_cuda_x():
     x, r, w = t(4, 64, device="cuda"), t(4, 64), t(64, device="cuda")
     expect_error(
-        lambda: oink.fused_add_rms_norm(x, r, w, 1e-6),
+        oink.fused_add_rms_norm,
         x,
         r,
+        w,
+        1e-6,
         arg="residual",
         expected="x's device",
         got="cpu",
@@ -176,17 +195,39 @@ def test_cpu_residual_with_cuda_x():
 @pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_weight_on_another_gpu():
     x, w = t(4, 64, device="cuda:0"), t(64, device="cuda:1")
-    expect_error(lambda: oink.rmsnorm(x, w), x, arg="weight", expected="cuda:0", got="cuda:1")
+    expect_error(oink.rmsnorm, x, w, arg="weight", expected="cuda:0", got="cuda:1")
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_fused_weight_none_through_the_raw_op(device):
     x, r = t(4, 64, device=device), t(4, 64, device=device)
     expect_error(
-        lambda: torch.ops.oink.fused_add_rms_norm(x, r, None, 1e-6),
+        torch.ops.oink.fused_add_rms_norm,
         x,
         r,
+        None,
+        1e-6,
         arg="weight",
         expected="must be a tensor",
         got="None",
     )
+
+
+def _writes_then_rejects(tensor, where):
+    """Stands for a rejected call that wrote before raising: changes one element of `where` (a
+    view of `tensor`'s memory, maybe outside `tensor` itself) by one ulp, then raises."""
+    where.view(torch.int16)[..., 0] += 1
+    raise ValueError("oink.rmsnorm: argument 'x' must be valid, but got a test double")
+
+
+@pytest.mark.parametrize("where", ["element", "padding"])
+def test_the_untouched_check_catches_a_write(where):
+    """expect_error itself must fail when a rejected call wrote, even one ulp of a finite value
+    (no NaN anywhere) or a byte in the padding between rows, outside the tensor's elements."""
+    buf = t(4, 72)
+    x = buf[:, :64]  # padded rows: columns 64-71 are padding
+    target = x[1:2, 3:4] if where == "element" else buf[2:3, 70:71]
+    with pytest.raises(AssertionError, match="modified tensor argument 0"):
+        expect_error(
+            lambda x: _writes_then_rejects(x, target), x, arg="x", expected="valid", got="double"
+        )
