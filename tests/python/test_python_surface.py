@@ -59,6 +59,14 @@ def test_explain_fused_and_bad_op(device):
         oink.explain(x, w, op="layernorm")
 
 
+def test_pdl_is_on_by_default():
+    """A fresh process: the first set_pdl returns the default, True (the CPU ignores it)."""
+    code = "import oink; print(oink.set_pdl(False), oink.set_pdl(True), oink.set_pdl(True))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "True"]
+
+
 def test_set_pdl_round_trips_and_reaches_the_plan():
     previous = oink.set_pdl(False)
     try:
@@ -66,11 +74,19 @@ def test_set_pdl_round_trips_and_reaches_the_plan():
         if torch.cuda.is_available():
             x = torch.randn(1, 4096, dtype=torch.bfloat16, device="cuda")
             assert not oink.explain(x).pdl
-            oink.set_pdl(True)
+            assert oink.set_pdl(True) is False
             hopper = torch.cuda.get_device_capability() >= (9, 0)
             assert oink.explain(x).pdl == hopper  # PDL exists from sm_90 on
-        assert oink.set_pdl(True) in (True, False)
+            assert oink.set_pdl(True) is True
+        else:
+            assert oink.set_pdl(True) is False
+            assert oink.set_pdl(False) is True
     finally:
         oink.set_pdl(previous)
-    # On the CPU there is nothing to launch: never PDL.
-    assert not oink.explain(torch.randn(2, 64)).pdl
+    # On the CPU there is nothing to launch: never PDL, whatever the setting.
+    for enabled in (True, False):
+        previous = oink.set_pdl(enabled)
+        try:
+            assert not oink.explain(torch.randn(2, 64)).pdl
+        finally:
+            oink.set_pdl(previous)
