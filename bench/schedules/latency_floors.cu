@@ -95,7 +95,7 @@ void run_case(int64_t n, int64_t m, const DeviceInfo& d, cudaStream_t stream) {
   p.x_dtype = p.w_dtype = DType::kBFloat16;
   p.rows = m;
   p.cols = n;
-  p.ld_x = p.ld_out = p.ld_residual = n;
+  set_row_stride(p, n);
   const int tpr = threads_per_row_for(n, p.x_dtype);
   const int chunks = static_cast<int>(n / 8);
   if (n % 8 != 0 || chunks > kChunks * tpr || tpr < 32) {
@@ -133,7 +133,7 @@ void run_case(int64_t n, int64_t m, const DeviceInfo& d, cudaStream_t stream) {
     auto oink_us = [&](bool weight) {
       NormProblem q = p;
       q.has_weight = weight;
-      const NormPlan plan = make_plan(q, d, options);
+      const NormPlan plan = plan_on_device(q, d, 0, options);
       return bench::median_us_per_call(
           [&]() -> cudaError_t {
             for (int i = 0; i < kCalls; ++i) {

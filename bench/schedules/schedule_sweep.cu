@@ -72,25 +72,25 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   std::vector<Candidate> out;
   LaunchOptions no_pdl;
   no_pdl.allow_pdl = false;
-  const NormPlan chosen = make_plan(p, d);
+  const NormPlan chosen = plan_on_device(p, d, 0);
   out.push_back({"planner", chosen});
-  out.push_back({"planner_no_pdl", make_plan(p, d, no_pdl)});
+  out.push_back({"planner_no_pdl", plan_on_device(p, d, 0, no_pdl)});
   if (p.rows <= 256) {
     NormProblem unweighted = p;
     unweighted.has_weight = false;
-    out.push_back({"no_weight_no_pdl", make_plan(unweighted, d, no_pdl), false});
+    out.push_back({"no_weight_no_pdl", plan_on_device(unweighted, d, 0, no_pdl), false});
     return out;
   }
   NormProblem one_row = p;
   one_row.rows = 1;
-  NormPlan registers = make_plan(one_row, d);  // the per-row schedule, widened to all rows
+  NormPlan registers = plan_on_device(one_row, d, 0);  // the per-row schedule, widened to all rows
   registers.grid = (p.rows + registers.rows_per_cta - 1) / registers.rows_per_cta;
   out.push_back({"registers", registers});
   // The streamed layout of this op and row (planned for a batch large enough to stream), the
   // template of every (stages, CTAs per SM) below, whether or not the planner streams this M.
   NormProblem many = p;
   many.rows = int64_t{1} << 20;
-  const NormPlan streamed = make_plan(many, d);
+  const NormPlan streamed = plan_on_device(many, d, 0);
   if (streamed.variant != KernelVariant::kStreamed) return out;
   for (int stages = kMinStages; stages <= kMaxStages; ++stages) {
     for (int ctas : {1, 2, 3, 4, 5, 6, 8}) {
@@ -116,7 +116,7 @@ NormProblem bf16_problem(NormOp op, int64_t n, int64_t m) {
   p.x_dtype = p.w_dtype = DType::kBFloat16;
   p.rows = m;
   p.cols = n;
-  p.ld_x = p.ld_out = p.ld_residual = n;
+  set_row_stride(p, n);
   return p;  // cudaMalloc'd buffers: 256-byte aligned, the default alignments
 }
 

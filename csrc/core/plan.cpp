@@ -19,13 +19,27 @@ int64_t next_pow2(int64_t v) {
 // without making the last CTA of a small batch mostly idle.
 constexpr int kSharedCtaThreads = 128;
 
+// Every stride of every leading dimension a multiple of a chunk: each row starts 16-byte aligned.
+bool strides_aligned(const RowStrides& st, const RowDims& dims, int chunk_elems) {
+  for (int d = 0; d < dims.count; ++d) {
+    if (st.s[d] % chunk_elems != 0) return false;
+  }
+  return true;
+}
+
 bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
   const int x_bytes = chunk_elems * dtype_size(p.x_dtype);  // always 16
   const bool fused = p.op == NormOp::kFusedAddRmsNorm;
   if (p.cols % chunk_elems != 0) return false;
-  if (p.x_align < x_bytes || p.ld_x % chunk_elems != 0) return false;
-  if (!fused && (p.out_align < x_bytes || p.ld_out % chunk_elems != 0)) return false;
-  if (fused && (p.residual_align < x_bytes || p.ld_residual % chunk_elems != 0)) return false;
+  if (p.x_align < x_bytes || !strides_aligned(p.x_strides, p.row_dims, chunk_elems)) return false;
+  if (!fused &&
+      (p.out_align < x_bytes || !strides_aligned(p.out_strides, p.row_dims, chunk_elems))) {
+    return false;
+  }
+  if (fused && (p.residual_align < x_bytes ||
+                !strides_aligned(p.residual_strides, p.row_dims, chunk_elems))) {
+    return false;
+  }
   if (p.has_weight && p.w_align < chunk_elems * dtype_size(p.w_dtype)) return false;
   return true;
 }
@@ -44,7 +58,9 @@ constexpr int64_t kStreamedMinGroupsPerCta = 3;
 // 2026-11-30, best streamed shape in parentheses: N=4096, M=65536: 528.5 us (563.2); N=7168,
 // M=65536: 913.4 (960.1); N=4096, M=1024: 10.11 (10.19)). Rows too long for that (4 chunks
 // per thread) do not fit two streamed stages of x and the residual in shared memory either.
-bool op_streams(const NormProblem& p) { return p.op == NormOp::kRmsNorm; }
+// The streamed kernel also walks rows with one stride (a cursor per CTA); other layouts take the
+// registers schedule, which splits each row index over the leading dimensions.
+bool op_streams(const NormProblem& p) { return p.op == NormOp::kRmsNorm && p.row_dims.count == 1; }
 
 bool streamed_pays(int64_t groups, int64_t grid) {
   return grid > 0 && groups >= kStreamedMinGroupsPerCta * grid;
@@ -116,7 +132,8 @@ int threads_per_row_for(int64_t cols, DType x_dtype) {
   return static_cast<int>(threads < kMaxThreadsPerRow ? threads : kMaxThreadsPerRow);
 }
 
-NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchOptions& options) {
+NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchOptions& options,
+                   const KernelImageOf& image_of) {
   NormPlan plan;
   plan.chunk_elems = 16 / dtype_size(p.x_dtype);
   plan.chunks_per_row = ceil_div(p.cols, plan.chunk_elems);
@@ -152,7 +169,13 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     } else {
       plan.variant = KernelVariant::kTwoPass;
     }
-    plan.use_pdl = options.allow_pdl && device.cc_major >= 9;
+    if (image_of) {
+      const KernelImage image = image_of(plan);
+      plan.image_sass_arch = image.sass_arch;
+      plan.image_ptx_arch = image.ptx_arch;
+    }
+    plan.use_pdl = options.allow_pdl && device.cc_major >= 9 &&
+                   KernelImage{plan.image_sass_arch, plan.image_ptx_arch}.has_griddepcontrol();
   }
 
   const std::string broken = plan_violation(plan, p, device);
@@ -181,6 +204,13 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     return "vector_io needs 16-byte aligned pointers, strides and N";
   }
   if (plan.use_pdl && device.cc_major < 9) return "PDL needs sm_90 or newer";
+  if (plan.use_pdl &&
+      !KernelImage{plan.image_sass_arch, plan.image_ptx_arch}.has_griddepcontrol()) {
+    return "PDL needs a kernel image compiled for sm_90 or newer (griddepcontrol)";
+  }
+  if (p.row_dims.count < 1 || p.row_dims.count > kMaxRowDims) {
+    return "row_dims.count must be in [1, kMaxRowDims]";
+  }
   const int c = plan.chunks_per_thread;
   const bool streamed = plan.variant == KernelVariant::kStreamed;
   if (streamed != (plan.stages != 0) || streamed != (plan.smem_bytes != 0)) {
@@ -191,7 +221,7 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     if (!plan.vector_io && c > kMaxChunksPerThreadElementwise) return "element-wise I/O spills";
     if (static_cast<int64_t>(c) * tpr < plan.chunks_per_row) return "registers do not hold the row";
   } else if (streamed) {
-    if (!op_streams(p)) return "the streamed variant is rmsnorm's only";
+    if (!op_streams(p)) return "the streamed variant is rmsnorm's only, on rows of one stride";
     if (!plan.vector_io) return "the streamed variant needs vector I/O";
     if (c > kMaxChunksPerThread) return "streamed chunks_per_thread must be at most 4";
     if (static_cast<int64_t>(c - 1) * tpr >= plan.chunks_per_row ||
@@ -224,15 +254,27 @@ std::string describe(const NormPlan& plan, const NormProblem& p, const DeviceInf
        (device.is_cuda() ? "sm_" + to_string(device.cc_major) + to_string(device.cc_minor) : "cpu");
   s += std::string(" x_dtype=") + dtype_name(p.x_dtype) +
        " weight_dtype=" + (p.has_weight ? dtype_name(p.w_dtype) : "none");
-  s += " M=" + to_string(p.rows) + " N=" + to_string(p.cols) + " ld_x=" + to_string(p.ld_x);
-  if (p.op == NormOp::kFusedAddRmsNorm) s += " ld_residual=" + to_string(p.ld_residual);
+  s += " M=" + to_string(p.rows) + " N=" + to_string(p.cols) + " ld_x=" + to_string(p.ld_x());
+  if (p.op == NormOp::kFusedAddRmsNorm) {
+    s += " ld_residual=" + to_string(p.residual_strides.s[0]);
+  }
+  // The leading dimensions walked, outermost first: sizes, then each tensor's strides.
+  auto list = [&](auto value) {
+    std::string l;
+    for (int d = p.row_dims.count - 1; d >= 0; --d) l += (l.empty() ? "" : ",") + value(d);
+    return l;
+  };
+  s += " row_dims=" + to_string(p.row_dims.count) +
+       " row_sizes=" + list([&](int d) { return to_string(p.row_dims.size[d]); }) +
+       " x_strides=" + list([&](int d) { return to_string(p.x_strides.s[d]); });
   s += " chunk_elems=" + to_string(plan.chunk_elems) + " vector_io=" + to_string(plan.vector_io) +
        " threads_per_row=" + to_string(plan.threads_per_row) +
        " chunks_per_thread=" + to_string(plan.chunks_per_thread) +
        " rows_per_cta=" + to_string(plan.rows_per_cta) +
        " block_threads=" + to_string(plan.block_threads) + " grid=" + to_string(plan.grid) +
        " stages=" + to_string(plan.stages) + " smem_bytes=" + to_string(plan.smem_bytes) +
-       " pdl=" + to_string(plan.use_pdl);
+       " pdl=" + to_string(plan.use_pdl) + " image_sass=" + to_string(plan.image_sass_arch) +
+       " image_ptx=" + to_string(plan.image_ptx_arch);
   return s;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/problem.h"
@@ -62,16 +63,38 @@ struct NormPlan {
   int64_t grid = 0;       // CTAs (CUDA) or tasks (CPU); kStreamed: persistent, <= row groups
   int stages = 0;         // kStreamed: row groups in flight per CTA; 0 otherwise
   int smem_bytes = 0;     // dynamic shared memory per CTA (kStreamed)
-  bool use_pdl = false;   // programmatic dependent launch (sm_90+, unless the caller opts out)
+  bool use_pdl = false;   // programmatic dependent launch (see KernelImage)
+  // The image of the plan's kernel the CUDA runtime runs on the device (0: not asked, CPU).
+  int image_sass_arch = 0;
+  int image_ptx_arch = 0;
 };
+
+// What the CUDA runtime loads for one kernel on one device (cudaFuncAttributes): the SASS
+// architecture that runs and the virtual (PTX) architecture the kernel was compiled for. sm_90a
+// SASS reads 90/90; compute_90 PTX JIT-compiled on an sm_120 GPU reads 120/90; compute_80 PTX
+// JIT-compiled on an sm_90 GPU reads 90/80. The kernels' `griddepcontrol` exists only in code
+// compiled for 90 and later (device/async.cuh): with an older PTX the wait compiles to nothing,
+// and a PDL launch would let the kernel race the previous one. So PDL follows the image, never
+// the device's capability alone.
+struct KernelImage {
+  int sass_arch = 0;
+  int ptx_arch = 0;
+
+  bool has_griddepcontrol() const { return ptx_arch >= 90 && sass_arch >= 90; }
+};
+
+// Looks up the image of the kernel a plan selects (the binding asks the CUDA runtime, once per
+// kernel and device; tests pass a function). Called with the finished schedule, before PDL.
+using KernelImageOf = std::function<KernelImage(const NormPlan&)>;
 
 // Threads that share one row of `cols` elements of `x_dtype`: the batch-invariant part of the plan.
 int threads_per_row_for(int64_t cols, DType x_dtype);
 
-// Pure function of its inputs. Throws std::logic_error if the plan it built breaks an invariant
-// (a bug in the planner, never a user error: inputs are validated before planning).
+// Pure function of its inputs (and of what `image_of` answers). Throws std::logic_error if the
+// plan it built breaks an invariant (a bug in the planner, never a user error: inputs are
+// validated before planning). Without `image_of` the image is unknown and PDL is never planned.
 NormPlan make_plan(const NormProblem& problem, const DeviceInfo& device,
-                   const LaunchOptions& options = {});
+                   const LaunchOptions& options = {}, const KernelImageOf& image_of = nullptr);
 
 // Dynamic shared memory of a streamed plan: the weight slots plus `stages` stages.
 int64_t streamed_smem_bytes(const NormProblem& problem, int chunks_per_thread, int block_threads,

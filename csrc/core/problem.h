@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/rows.h"
 
 namespace oink {
 
@@ -17,20 +18,35 @@ constexpr const char* op_name(NormOp op) {
   return op == NormOp::kRmsNorm ? "rmsnorm" : "fused_add_rms_norm";
 }
 
-// One call, described by what decides the schedule. Row strides are in elements, 64-bit.
+// One call, described by what decides the schedule. Strides are in elements, 64-bit.
 struct NormProblem {
   NormOp op = NormOp::kRmsNorm;
   DType x_dtype = DType::kBFloat16;  // also the dtype of out and residual
   DType w_dtype = DType::kBFloat16;  // ignored when has_weight is false
   bool has_weight = true;
-  int64_t rows = 0;         // M
-  int64_t cols = 0;         // N
-  int64_t ld_x = 0;         // row stride of x                                 (>= N when M > 1)
-  int64_t ld_out = 0;       // row stride of out (rmsnorm) — equal to ld_x for oink's own outputs
-  int64_t ld_residual = 0;  // row stride of residual (fused op only)
+  int64_t rows = 0;  // M
+  int64_t cols = 0;  // N
+  // The leading dimensions of x, out (rmsnorm) and residual (fused op), coalesced together, and
+  // each tensor's strides over them. One dimension (the common case): s[0] is the row stride.
+  RowDims row_dims;
+  RowStrides x_strides, out_strides, residual_strides;
   // Largest power of two (capped at 256) dividing each base address; 0 = absent.
   int x_align = 256, out_align = 256, residual_align = 256, w_align = 256;
+
+  // Rows with one stride each: row r of x at r * ld_x() (and so on).
+  int64_t ld_x() const { return x_strides.s[0]; }
+  // The tensor the op writes its normalised rows to: out, or x itself for the fused op.
+  const RowStrides& written_strides() const {
+    return op == NormOp::kFusedAddRmsNorm ? x_strides : out_strides;
+  }
 };
+
+// The same strides for every tensor of a problem with rows of one stride `ld` (tests and tools).
+inline void set_row_stride(NormProblem& p, int64_t ld) {
+  p.row_dims = RowDims{};
+  p.row_dims.size[0] = p.rows;
+  p.x_strides = p.out_strides = p.residual_strides = RowStrides{{ld}};
+}
 
 // The device a plan is made for. Read from the device by the binding, never hard-coded.
 struct DeviceInfo {

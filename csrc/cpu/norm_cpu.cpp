@@ -74,13 +74,16 @@ OINK_INLINE void rows_kernel(const NormProblem& p, const NormArgs& a, int64_t be
   using XS = typename X::Storage;
   const auto* weight = static_cast<const typename W::Storage*>(a.weight);
   const int64_t n = p.cols;
+  const RowIndexer rows(p.row_dims);
+  const RowStrides& out_strides = p.written_strides();
   for (int64_t row = begin; row < end; ++row) {
-    const XS* x = static_cast<const XS*>(a.x) + row * p.ld_x;
-    XS* out = static_cast<XS*>(a.out) + row * p.ld_out;
+    const RowIndex at = split_row(rows, row);
+    const XS* x = static_cast<const XS*>(a.x) + row_offset(rows, at, p.x_strides);
+    XS* out = static_cast<XS*>(a.out) + row_offset(rows, at, out_strides);
     // The normalised values come from `src`: x itself, or the updated (rounded) residual.
     const XS* src = x;
     if constexpr (kFused) {
-      XS* res = static_cast<XS*>(a.residual) + row * p.ld_residual;
+      XS* res = static_cast<XS*>(a.residual) + row_offset(rows, at, p.residual_strides);
       for (int64_t j = 0; j < n; ++j) res[j] = X::store(X::load(x[j]) + X::load(res[j]));
       src = res;
     }
@@ -106,10 +109,13 @@ template <DType XD>
 OINK_INLINE void dispatch_weight(const NormProblem& p, const NormArgs& a, int64_t begin,
                                  int64_t end) {
   // Without a weight the weight type is irrelevant; use x's.
-  if (p.has_weight && p.w_dtype == DType::kFloat32) {
-    dispatch_op<XD, DType::kFloat32>(p, a, begin, end);
-  } else {
-    dispatch_op<XD, XD>(p, a, begin, end);
+  switch (p.has_weight ? p.w_dtype : XD) {
+    case DType::kFloat32:
+      return dispatch_op<XD, DType::kFloat32>(p, a, begin, end);
+    case DType::kBFloat16:
+      return dispatch_op<XD, DType::kBFloat16>(p, a, begin, end);
+    case DType::kFloat16:
+      return dispatch_op<XD, DType::kFloat16>(p, a, begin, end);
   }
 }
 

@@ -35,50 +35,56 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
-// Whole-vector load/store as 16-byte pieces (a 32-byte Vec<float, 8> is two 128-bit accesses).
-// Precondition: `p` is aligned to sizeof(Vec<T, kN>), which is a multiple of 16.
+// The words a Vec moves in: 16 bytes, or one 8-byte word for an 8-byte Vec (the 16-bit weight of
+// a float32 row's 4-element chunk). A 32-byte Vec<float, 8> is two 128-bit accesses.
+template <typename V>
+using Word = std::conditional_t<(sizeof(V) >= 16), uint4, uint2>;
+template <typename V>
+inline constexpr int kWords = sizeof(V) / sizeof(Word<V>);
+
+// Whole-vector load/store. Precondition: `p` is aligned to sizeof(Vec<T, kN>).
 template <typename T, int kN>
 __device__ __forceinline__ Vec<T, kN> load_vec(const T* p) {
-  static_assert(sizeof(Vec<T, kN>) % 16 == 0, "vector I/O moves whole 16-byte pieces");
-  constexpr int kPieces = sizeof(Vec<T, kN>) / 16;
+  using V = Vec<T, kN>;
+  static_assert(sizeof(V) % sizeof(Word<V>) == 0, "vector I/O moves whole words");
   union {
-    uint4 pieces[kPieces];
-    Vec<T, kN> vec;
+    Word<V> words[kWords<V>];
+    V vec;
   } u;
-  const uint4* src = reinterpret_cast<const uint4*>(p);
+  const Word<V>* src = reinterpret_cast<const Word<V>*>(p);
 #pragma unroll
-  for (int i = 0; i < kPieces; ++i) u.pieces[i] = src[i];
+  for (int i = 0; i < kWords<V>; ++i) u.words[i] = src[i];
   return u.vec;
 }
 
 template <typename T, int kN>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, kN>& vec) {
-  constexpr int kPieces = sizeof(Vec<T, kN>) / 16;
+  using V = Vec<T, kN>;
   union {
-    uint4 pieces[kPieces];
-    Vec<T, kN> vec;
+    Word<V> words[kWords<V>];
+    V vec;
   } u;
   u.vec = vec;
-  uint4* dst = reinterpret_cast<uint4*>(p);
+  Word<V>* dst = reinterpret_cast<Word<V>*>(p);
 #pragma unroll
-  for (int i = 0; i < kPieces; ++i) dst[i] = u.pieces[i];
+  for (int i = 0; i < kWords<V>; ++i) dst[i] = u.words[i];
 }
 
-// A Vec's bytes as 16-byte words, the form a vector load lands in. Kernels that issue several
-// loads before using any hold them like this: a Vec of 16-bit elements takes one register per
-// element, and the compiler split each loaded chunk into them before it issued the next load,
-// which made the loads of a row dependent round trips (SASS, 2026-11-30).
+// A Vec's bytes as the words a vector load lands in. Kernels that issue several loads before
+// using any hold them like this: a Vec of 16-bit elements takes one register per element, and
+// the compiler split each loaded chunk into them before it issued the next load, which made the
+// loads of a row dependent round trips (SASS of the registers kernel).
 template <typename V>
 struct Raw {
-  uint4 pieces[sizeof(V) / 16];
+  Word<V> pieces[kWords<V>];
 };
 
 template <typename V>
 __device__ __forceinline__ Raw<V> load_raw(const void* p) {
   Raw<V> r;
-  const uint4* src = static_cast<const uint4*>(p);
+  const Word<V>* src = static_cast<const Word<V>*>(p);
 #pragma unroll
-  for (int i = 0; i < static_cast<int>(sizeof(V) / 16); ++i) r.pieces[i] = src[i];
+  for (int i = 0; i < kWords<V>; ++i) r.pieces[i] = src[i];
   return r;
 }
 

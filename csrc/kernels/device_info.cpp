@@ -1,3 +1,5 @@
+// The device side of planning: DeviceInfo read from the device, and plans made with the CUDA
+// runtime's answer about the kernel images (kernel_image in rmsnorm.cu).
 #include <array>
 #include <mutex>
 #include <stdexcept>
@@ -32,6 +34,24 @@ DeviceInfo cuda_device_info(int index) {
     info.reserved_smem_per_block = static_cast<int>(prop.reservedSharedMemPerBlock);
   }
   return info;
+}
+
+NormPlan plan_on_device(const NormProblem& problem, const DeviceInfo& info, int device,
+                        const LaunchOptions& options) {
+  return make_plan(problem, info, options, [&](const NormPlan& schedule) {
+    KernelImage image;
+    const cudaError_t err = kernel_image(schedule, problem, device, &image);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();  // leave no error pending for the caller's next CUDA call
+      throw std::runtime_error(
+          std::string("oink: no kernel image of this build runs on cuda:") +
+          std::to_string(device) + " (sm_" + std::to_string(info.cc_major) +
+          std::to_string(info.cc_minor) + "): " + cudaGetErrorString(err) +
+          ". This build embeds " OINK_CUDA_TARGETS
+          "; rebuild oink with the CUDA toolkit for this GPU (CMake option OINK_CUDA_GENCODE)");
+    }
+    return image;
+  });
 }
 
 }  // namespace oink

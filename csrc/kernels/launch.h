@@ -13,6 +13,17 @@ namespace oink {
 cudaError_t launch_norm(const NormPlan& plan, const NormProblem& problem, const NormArgs& args,
                         cudaStream_t stream);
 
+// The image the CUDA runtime runs for the kernel `plan` selects on `device` (cudaFuncAttributes),
+// asked once per kernel and device. cudaErrorNoKernelImageForDevice (or another error) when this
+// build holds no image for the device.
+cudaError_t kernel_image(const NormPlan& plan, const NormProblem& problem, int device,
+                         KernelImage* image);
+
+// make_plan() with the runtime's answer for the kernel images: what the binding and the bench
+// tools plan with. Throws std::runtime_error when the device has no image.
+NormPlan plan_on_device(const NormProblem& problem, const DeviceInfo& info, int device,
+                        const LaunchOptions& options = {});
+
 // Capability, SM count and limits of CUDA device `index`, read once per device and cached.
 DeviceInfo cuda_device_info(int index);
 

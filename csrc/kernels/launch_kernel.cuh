@@ -1,15 +1,16 @@
 // One kernel launch, with programmatic dependent launch when asked: the launch attribute that lets
 // the kernel's griddepcontrol.wait overlap its start with the previous kernel's end. Shared by the
-// library's launches (rmsnorm.cu) and the latency-floor kernels of bench/schedules.
+// library's launches (rmsnorm.cu) and the latency-floor kernels of bench/schedules. The caller
+// asks for PDL only for a kernel whose image holds griddepcontrol (core/plan.h, KernelImage).
 #pragma once
 
 #include <cuda_runtime.h>
 
 namespace oink {
 
-template <typename... Params, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
-                          bool pdl, cudaStream_t stream, Args&&... args) {
+// `kernel` is a __global__ function's address; `args` points at each of its parameters.
+inline cudaError_t launch_kernel(const void* kernel, dim3 grid, dim3 block, size_t smem_bytes,
+                                 bool pdl, cudaStream_t stream, void** args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
@@ -22,7 +23,22 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
     config.attrs = &attribute;
     config.numAttrs = 1;
   }
-  return cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...);
+  return cudaLaunchKernelExC(&config, kernel, args);
+}
+
+template <typename T>
+struct NotDeduced {
+  using type = T;
+};
+
+// The same for a typed kernel; the arguments convert to its parameter types.
+template <typename... Params>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
+                          bool pdl, cudaStream_t stream,
+                          typename NotDeduced<Params>::type... args) {
+  void* pointers[] = {static_cast<void*>(&args)..., nullptr};
+  return launch_kernel(reinterpret_cast<const void*>(kernel), grid, block, smem_bytes, pdl, stream,
+                       pointers);
 }
 
 }  // namespace oink

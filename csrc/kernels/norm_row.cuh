@@ -8,17 +8,20 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/rows.h"
 #include "device/async.cuh"
 #include "device/vec.cuh"
 
 namespace oink {
 
 struct KernelParams {
-  const void* x;       // [M, N], row stride ld_x
-  void* out;           // [M, N], row stride ld_out (== x for the fused op)
-  void* residual;      // [M, N], row stride ld_residual (fused op only)
+  const void* x;       // [M, N] rows, at x_strides over row_index's dimensions
+  void* out;           // [M, N] rows, at out_strides (x and x_strides for the fused op)
+  void* residual;      // [M, N] rows, at residual_strides (fused op only)
   const void* weight;  // [N] or nullptr
-  int64_t rows, cols, ld_x, ld_out, ld_residual, chunks_per_row;
+  int64_t rows, cols, chunks_per_row;
+  RowIndexer row_index;  // one dimension: row r at r * stride; more: r split over them
+  RowStrides x_strides, out_strides, residual_strides;
   int threads_per_row, rows_per_cta;
   int chunks_per_thread;  // streamed kernel: slots per thread and stream
   int stages;             // streamed kernel: rows (or row groups) in flight per CTA
@@ -27,6 +30,28 @@ struct KernelParams {
   double inv_cols_d;  // 1/N in float64, for float32 rows (see NormRow::Acc)
   bool use_pdl;       // launched with programmatic dependent launch
 };
+
+// Where row `row` of x, out and the residual start (elements). Rows of one stride: a multiply
+// each. Other layouts split the row index over the leading dimensions in a function of its own:
+// inlined, its divisions and indices raised the registers kernels' peak by a few registers and
+// made some of them spill (ptxas, sm_100a); called, it costs a call per row only where used.
+// Kernels take KernelParams as __grid_constant__, so the reference reads parameter space.
+struct RowOffsets {
+  int64_t x, out, residual;
+};
+
+__device__ __noinline__ inline RowOffsets row_offsets_split(const KernelParams& p, int64_t row) {
+  const RowIndex at = split_row(p.row_index, row);
+  return {row_offset(p.row_index, at, p.x_strides), row_offset(p.row_index, at, p.out_strides),
+          row_offset(p.row_index, at, p.residual_strides)};
+}
+
+__device__ __forceinline__ RowOffsets row_offsets(const KernelParams& p, int64_t row) {
+  if (p.row_index.count == 1) {
+    return {row * p.x_strides.s[0], row * p.out_strides.s[0], row * p.residual_strides.s[0]};
+  }
+  return row_offsets_split(p, row);
+}
 
 // T: x/out/residual element type; W: weight element type; kFused: fused add + RMSNorm;
 // kVector: every chunk is a full, aligned 16-byte vector (else element by element, bounds-checked).
@@ -49,9 +74,11 @@ struct NormRow {
 
   // Rows past the last one point at row 0 and must not be touched (callers check `active`).
   __device__ NormRow(const KernelParams& p, int64_t row, bool active)
-      : x(static_cast<const T*>(p.x) + (active ? row * p.ld_x : 0)),
-        out(static_cast<T*>(p.out) + (active ? row * p.ld_out : 0)),
-        res(kFused ? static_cast<T*>(p.residual) + (active ? row * p.ld_residual : 0) : nullptr),
+      : NormRow(p, row_offsets(p, active ? row : 0)) {}
+  __device__ NormRow(const KernelParams& p, const RowOffsets& at)
+      : x(static_cast<const T*>(p.x) + at.x),
+        out(static_cast<T*>(p.out) + at.out),
+        res(kFused ? static_cast<T*>(p.residual) + at.residual : nullptr),
         weight(static_cast<const W*>(p.weight)),
         n(p.cols) {}
 

@@ -47,7 +47,8 @@ __device__ __forceinline__ V read_slots(const uint4* slot, int stride) {
 // addresses every row and the kernel was issue-bound); the planner keeps at most
 // kStreamedThreadsPerSm (1024) of these threads on an SM.
 template <typename T, typename W, int kChunks>
-__global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(const KernelParams p) {
+__global__ void __launch_bounds__(kMaxThreadsPerRow, 1)
+    norm_streamed_kernel(const __grid_constant__ KernelParams p) {
   using Row = NormRow<T, W, /*kFused=*/false, /*kVector=*/true>;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;
@@ -84,8 +85,10 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
   // 64-bit add, not a row's address arithmetic. Offsets past the last row are never used.
   const int64_t row_step = int64_t{gridDim.x} * p.rows_per_cta;
   int64_t issue_row = int64_t{blockIdx.x} * p.rows_per_cta + row_in_group;
-  int64_t issue_x = issue_row * p.ld_x + col0;
-  const int64_t x_step = row_step * p.ld_x;
+  // Rows of one stride (the planner streams no other layout: op_streams in core/plan.cpp).
+  const int64_t ld_x = p.x_strides.s[0];
+  int64_t issue_x = issue_row * ld_x + col0;
+  const int64_t x_step = row_step * ld_x;
   const T* const x = static_cast<const T*>(p.x);
   auto issue = [&](int stage) {
     if (issue_row < p.rows) {

@@ -13,6 +13,9 @@
 // combines the threads in a fixed tree. A row's bits depend on (N, dtype) and its values only.
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "kernels/launch.h"
 #include "kernels/launch_kernel.cuh"
@@ -23,20 +26,12 @@
 namespace oink {
 namespace {
 
-template <typename Kernel>
-cudaError_t launch(Kernel kernel, const NormPlan& plan, const KernelParams& params,
-                   cudaStream_t stream) {
-  return launch_kernel(kernel, dim3(static_cast<unsigned>(plan.grid)),
-                       dim3(static_cast<unsigned>(plan.block_threads)),
-                       static_cast<size_t>(plan.smem_bytes), plan.use_pdl, stream, params);
-}
-
 // Shared memory above 48 KiB, static and dynamic together, must be opted into, per kernel and
 // device. Done once per instantiation and device, to the device's limit, whatever this plan needs,
 // so that every later plan fits. (On the H200 a plan of exactly 48 KiB of dynamic shared memory
-// plus the kernel's 512 static bytes failed to launch before the first opt-in; 2026-11-30.) The
-// flag lives in a function templated on the kernel's parameters: every instantiation has the same
-// pointer type, so a static keyed on that type would be shared by all of them.
+// plus the kernel's 512 static bytes failed to launch before the first opt-in.) The flag lives in
+// a function templated on the kernel's parameters: every instantiation has the same pointer type,
+// so a static keyed on that type would be shared by all of them.
 template <typename T, typename W, int kChunks>
 cudaError_t allow_large_smem_streamed() {
   static std::atomic<uint64_t> devices_done{0};
@@ -59,76 +54,96 @@ cudaError_t allow_large_smem_streamed() {
   return err;
 }
 
+// The kernel a plan runs, and what must happen once before it may launch.
+struct SelectedKernel {
+  const void* function = nullptr;      // nullptr: the plan names no instantiated kernel
+  cudaError_t (*prepare)() = nullptr;  // streamed kernels: the shared-memory opt-in
+};
+
+template <typename Kernel>
+SelectedKernel kernel_of(Kernel* kernel, cudaError_t (*prepare)() = nullptr) {
+  return {reinterpret_cast<const void*>(kernel), prepare};
+}
+
 template <typename T, typename W, int kChunks>
-cudaError_t launch_streamed(const NormPlan& plan, const KernelParams& params, cudaStream_t s) {
-  const cudaError_t err = allow_large_smem_streamed<T, W, kChunks>();
-  return err != cudaSuccess ? err : launch(norm_streamed_kernel<T, W, kChunks>, plan, params, s);
+SelectedKernel streamed_kernel() {
+  return kernel_of(norm_streamed_kernel<T, W, kChunks>, &allow_large_smem_streamed<T, W, kChunks>);
 }
 
 template <typename T, typename W, bool kFused, bool kVector>
-cudaError_t dispatch_variant(const NormPlan& plan, const KernelParams& params, cudaStream_t s) {
+SelectedKernel select_variant(const NormPlan& plan) {
   switch (plan.variant) {
     case KernelVariant::kStreamed:
       if constexpr (kVector && !kFused) {  // never planned otherwise (plan_violation)
         switch (plan.chunks_per_thread) {
           case 1:
-            return launch_streamed<T, W, 1>(plan, params, s);
+            return streamed_kernel<T, W, 1>();
           case 2:
-            return launch_streamed<T, W, 2>(plan, params, s);
+            return streamed_kernel<T, W, 2>();
           case 3:
           case 4:
-            return launch_streamed<T, W, 4>(plan, params, s);
+            return streamed_kernel<T, W, 4>();
         }
       }
       break;
     case KernelVariant::kTwoPass:
-      return launch(norm_kernel<T, W, kFused, kVector, 0>, plan, params, s);
+      return kernel_of(norm_kernel<T, W, kFused, kVector, 0>);
     case KernelVariant::kRowInRegisters:
       switch (plan.chunks_per_thread) {
         case 1:
-          return launch(norm_kernel<T, W, kFused, kVector, 1>, plan, params, s);
+          return kernel_of(norm_kernel<T, W, kFused, kVector, 1>);
         case 2:
-          return launch(norm_kernel<T, W, kFused, kVector, 2>, plan, params, s);
+          return kernel_of(norm_kernel<T, W, kFused, kVector, 2>);
         case 4:
           // Never planned with element-wise I/O (it would spill); not instantiated for it.
-          if constexpr (kVector)
-            return launch(norm_kernel<T, W, kFused, kVector, 4>, plan, params, s);
+          if constexpr (kVector) return kernel_of(norm_kernel<T, W, kFused, kVector, 4>);
           break;
       }
       break;
     case KernelVariant::kCpu:
       break;
   }
-  return cudaErrorInvalidConfiguration;
+  return {};
 }
 
 template <typename T, typename W>
-cudaError_t dispatch_flags(const NormPlan& plan, const NormProblem& problem,
-                           const KernelParams& params, cudaStream_t s) {
-  const bool fused = problem.op == NormOp::kFusedAddRmsNorm;
-  if (fused) {
-    return plan.vector_io ? dispatch_variant<T, W, true, true>(plan, params, s)
-                          : dispatch_variant<T, W, true, false>(plan, params, s);
+SelectedKernel select_flags(const NormPlan& plan, const NormProblem& problem) {
+  if (problem.op == NormOp::kFusedAddRmsNorm) {
+    return plan.vector_io ? select_variant<T, W, true, true>(plan)
+                          : select_variant<T, W, true, false>(plan);
   }
-  return plan.vector_io ? dispatch_variant<T, W, false, true>(plan, params, s)
-                        : dispatch_variant<T, W, false, false>(plan, params, s);
+  return plan.vector_io ? select_variant<T, W, false, true>(plan)
+                        : select_variant<T, W, false, false>(plan);
 }
 
 template <typename T>
-cudaError_t dispatch_weight(const NormPlan& plan, const NormProblem& problem,
-                            const KernelParams& params, cudaStream_t s) {
+SelectedKernel select_weight(const NormPlan& plan, const NormProblem& problem) {
   // No weight: any W works (the pointer is null); reuse the same-dtype instantiation.
-  if (problem.has_weight && problem.w_dtype == DType::kFloat32) {
-    return dispatch_flags<T, float>(plan, problem, params, s);
+  const DType w = problem.has_weight ? problem.w_dtype : problem.x_dtype;
+  switch (w) {
+    case DType::kFloat32:
+      return select_flags<T, float>(plan, problem);
+    case DType::kFloat16:
+      return select_flags<T, __half>(plan, problem);
+    case DType::kBFloat16:
+      return select_flags<T, __nv_bfloat16>(plan, problem);
   }
-  return dispatch_flags<T, T>(plan, problem, params, s);
+  return {};
 }
 
-}  // namespace
+SelectedKernel select_kernel(const NormPlan& plan, const NormProblem& problem) {
+  switch (problem.x_dtype) {
+    case DType::kFloat32:
+      return select_weight<float>(plan, problem);
+    case DType::kFloat16:
+      return select_weight<__half>(plan, problem);
+    case DType::kBFloat16:
+      return select_weight<__nv_bfloat16>(plan, problem);
+  }
+  return {};
+}
 
-cudaError_t launch_norm(const NormPlan& plan, const NormProblem& problem, const NormArgs& args,
-                        cudaStream_t stream) {
-  if (problem.rows == 0 || problem.cols == 0) return cudaSuccess;
+KernelParams kernel_params(const NormPlan& plan, const NormProblem& problem, const NormArgs& args) {
   KernelParams params{};
   params.x = args.x;
   params.out = args.out;
@@ -136,9 +151,10 @@ cudaError_t launch_norm(const NormPlan& plan, const NormProblem& problem, const 
   params.weight = args.weight;
   params.rows = problem.rows;
   params.cols = problem.cols;
-  params.ld_x = problem.ld_x;
-  params.ld_out = problem.ld_out;
-  params.ld_residual = problem.ld_residual;
+  params.row_index = RowIndexer(problem.row_dims);
+  params.x_strides = problem.x_strides;
+  params.out_strides = problem.written_strides();
+  params.residual_strides = problem.residual_strides;
   params.chunks_per_row = plan.chunks_per_row;
   params.threads_per_row = plan.threads_per_row;
   params.rows_per_cta = plan.rows_per_cta;
@@ -148,15 +164,50 @@ cudaError_t launch_norm(const NormPlan& plan, const NormProblem& problem, const 
   params.eps = args.eps;
   params.inv_cols_d = 1.0 / static_cast<double>(problem.cols);
   params.use_pdl = plan.use_pdl;
-  switch (problem.x_dtype) {
-    case DType::kFloat32:
-      return dispatch_weight<float>(plan, problem, params, stream);
-    case DType::kFloat16:
-      return dispatch_weight<__half>(plan, problem, params, stream);
-    case DType::kBFloat16:
-      return dispatch_weight<__nv_bfloat16>(plan, problem, params, stream);
+  return params;
+}
+
+}  // namespace
+
+cudaError_t launch_norm(const NormPlan& plan, const NormProblem& problem, const NormArgs& args,
+                        cudaStream_t stream) {
+  if (problem.rows == 0 || problem.cols == 0) return cudaSuccess;
+  const SelectedKernel kernel = select_kernel(plan, problem);
+  if (kernel.function == nullptr) return cudaErrorInvalidConfiguration;
+  if (kernel.prepare != nullptr) {
+    const cudaError_t err = kernel.prepare();
+    if (err != cudaSuccess) return err;
   }
-  return cudaErrorInvalidValue;
+  KernelParams params = kernel_params(plan, problem, args);
+  void* kernel_args[] = {&params};
+  return launch_kernel(kernel.function, dim3(static_cast<unsigned>(plan.grid)),
+                       dim3(static_cast<unsigned>(plan.block_threads)),
+                       static_cast<size_t>(plan.smem_bytes), plan.use_pdl, stream, kernel_args);
+}
+
+cudaError_t kernel_image(const NormPlan& plan, const NormProblem& problem, int device,
+                         KernelImage* image) {
+  const SelectedKernel kernel = select_kernel(plan, problem);
+  if (kernel.function == nullptr) return cudaErrorInvalidConfiguration;
+  // Once per kernel and device: a lookup loads the kernel's module (and JIT-compiles PTX).
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, KernelImage> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(kernel.function, device);
+  if (const auto it = known.find(key); it != known.end()) {
+    *image = it->second;
+    return cudaSuccess;
+  }
+  int current = 0;
+  cudaError_t err = cudaGetDevice(&current);
+  if (err == cudaSuccess && current != device) err = cudaSetDevice(device);
+  cudaFuncAttributes attributes{};
+  if (err == cudaSuccess) err = cudaFuncGetAttributes(&attributes, kernel.function);
+  if (current != device) (void)cudaSetDevice(current);
+  if (err != cudaSuccess) return err;
+  *image = KernelImage{attributes.binaryVersion, attributes.ptxVersion};
+  known.emplace(key, *image);
+  return cudaSuccess;
 }
 
 }  // namespace oink

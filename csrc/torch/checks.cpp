@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 
@@ -31,6 +32,10 @@ std::string device_of(const Tensor& t) {
   return "a device other than cpu/cuda";
 }
 
+std::string dtype_of(const Tensor& t) {
+  return std::string(torch::headeronly::toString(t.scalar_type()));
+}
+
 std::optional<DType> to_dtype(ScalarType t) {
   switch (t) {
     case ScalarType::Half:
@@ -49,7 +54,7 @@ bool same_device(const Tensor& a, const Tensor& b) {
          (!a.is_cuda() || a.get_device_index() == b.get_device_index());
 }
 
-RowLayout check_rows(const char* op, const char* arg, const Tensor& t) {
+RowView check_rows(const char* op, const char* arg, const Tensor& t) {
   if (!t.defined()) throw ArgError(op, arg, "must be a tensor", "None (an undefined tensor)");
   if (t.dim() < 1) throw ArgError(op, arg, "must have rank >= 1", "a 0-d tensor");
   if (!t.is_cpu() && !t.is_cuda()) {
@@ -62,15 +67,52 @@ RowLayout check_rows(const char* op, const char* arg, const Tensor& t) {
   std::string why;
   const auto sizes = t.sizes();
   const auto strides = t.strides();
-  auto layout = rows_of(sizes.data(), strides.data(), static_cast<int>(t.dim()), &why);
-  if (!layout) {
-    throw ArgError(op, arg, "must be viewable as rows with one row stride (" + why + ")",
-                   "shape " + shape_of(t) + " with strides " + strides_of(t));
+  auto view = rows_of(sizes.data(), strides.data(), static_cast<int>(t.dim()), &why);
+  if (!view)
+    throw ArgError(op, arg, why, "shape " + shape_of(t) + " with strides " + strides_of(t));
+  return *view;
+}
+
+// Another tensor of x's dtype, device and shape (residual, out).
+void check_like_x(const char* op, const char* arg, const Tensor& x, const Tensor& t) {
+  if (!t.defined()) throw ArgError(op, arg, "must be a tensor", "None");
+  if (!same_device(x, t)) {
+    throw ArgError(op, arg, "must be on x's device (" + device_of(x) + ")", device_of(t));
   }
-  return *layout;
+  if (t.scalar_type() != x.scalar_type()) {
+    const std::optional<DType> x_dtype = to_dtype(x.scalar_type());  // validated before
+    throw ArgError(op, arg,
+                   std::string("must have x's dtype (") +
+                       (x_dtype ? dtype_name(*x_dtype) : dtype_of(x).c_str()) + ")",
+                   dtype_of(t));
+  }
+  bool same_shape = t.dim() == x.dim();
+  for (int64_t d = 0; same_shape && d < x.dim(); ++d) same_shape = t.size(d) == x.size(d);
+  if (!same_shape) throw ArgError(op, arg, "must have x's shape " + shape_of(x), shape_of(t));
+}
+
+// Walks x and `other` together: the problem's row dimensions and both tensors' strides.
+void set_joint_rows(NormProblem& p, const char* op, const char* arg, const Tensor& x,
+                    const Tensor& other, RowStrides& other_strides) {
+  const auto sizes = x.sizes();
+  const auto x_strides = x.strides();
+  const auto o_strides = other.strides();
+  const int64_t* strides[2] = {x_strides.data(), o_strides.data()};
+  RowStrides joint[2];
+  std::string why;
+  const auto dims = joint_rows(sizes.data(), static_cast<int>(x.dim()), strides, 2, joint, &why);
+  if (!dims) {
+    throw ArgError(op, arg, "and x must be walkable together (" + why + ")",
+                   "strides " + strides_of(other) + " against x's " + strides_of(x));
+  }
+  p.row_dims = *dims;
+  p.x_strides = joint[0];
+  other_strides = joint[1];
 }
 
 }  // namespace
+
+RowView rows_of_tensor(const Tensor& t) { return check_rows("rmsnorm", "x", t); }
 
 NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Tensor>& weight,
                               const Tensor* residual, double eps) {
@@ -80,49 +122,31 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
 
   if (!x.defined()) throw ArgError(name, "x", "must be a tensor", "None (an undefined tensor)");
   const std::optional<DType> x_dtype = to_dtype(x.scalar_type());
-  if (!x_dtype) {
-    throw ArgError(name, "x", "must be float16, bfloat16 or float32",
-                   std::string(torch::headeronly::toString(x.scalar_type())));
-  }
+  if (!x_dtype) throw ArgError(name, "x", "must be float16, bfloat16 or float32", dtype_of(x));
   p.x_dtype = *x_dtype;
-  const RowLayout rows = check_rows(name, "x", x);
+  const RowView rows = check_rows(name, "x", x);
   if (rows.rows > kMaxRows) {
     throw ArgError(name, "x", "must have at most 2^31 - 1 rows (one CUDA grid)",
                    std::to_string(rows.rows) + " rows");
   }
   p.rows = rows.rows;
   p.cols = rows.cols;
-  p.ld_x = rows.ld;
-  p.ld_out = rows.ld;
+  p.row_dims = rows.dims;
+  p.x_strides = p.out_strides = rows.strides;
   p.x_align = pointer_alignment(x.data_ptr());
 
   if (residual != nullptr) {
     const Tensor& r = *residual;
-    if (!r.defined()) throw ArgError(name, "residual", "must be a tensor", "None");
-    if (!same_device(x, r)) {
-      throw ArgError(name, "residual", "must be on x's device (" + device_of(x) + ")",
-                     device_of(r));
-    }
-    if (r.scalar_type() != x.scalar_type()) {
-      throw ArgError(name, "residual",
-                     std::string("must have x's dtype (") + dtype_name(p.x_dtype) + ")",
-                     std::string(torch::headeronly::toString(r.scalar_type())));
-    }
-    bool same_shape = r.dim() == x.dim();
-    for (int64_t d = 0; same_shape && d < x.dim(); ++d) same_shape = r.size(d) == x.size(d);
-    if (!same_shape) {
-      throw ArgError(name, "residual", "must have x's shape " + shape_of(x),
-                     "shape " + shape_of(r));
-    }
-    const RowLayout res_rows = check_rows(name, "residual", r);
-    p.ld_residual = res_rows.ld;
-    p.residual_align = pointer_alignment(r.data_ptr());
+    check_like_x(name, "residual", x, r);
+    const RowView res_rows = check_rows(name, "residual", r);
     const auto x_addr = reinterpret_cast<uintptr_t>(x.data_ptr());
     const auto r_addr = reinterpret_cast<uintptr_t>(r.data_ptr());
     if (rows_may_overlap(x_addr, rows, r_addr, res_rows, dtype_size(p.x_dtype))) {
       throw ArgError(name, "residual", "must not share memory with x (both are written)",
                      "overlapping storage");
     }
+    set_joint_rows(p, name, "residual", x, r, p.residual_strides);
+    p.residual_align = pointer_alignment(r.data_ptr());
   }
 
   p.has_weight = weight.has_value();
@@ -133,10 +157,8 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
       throw ArgError(name, "weight", "must be on x's device (" + device_of(x) + ")", device_of(w));
     }
     const std::optional<DType> w_dtype = to_dtype(w.scalar_type());
-    if (!w_dtype || (*w_dtype != p.x_dtype && *w_dtype != DType::kFloat32)) {
-      throw ArgError(name, "weight",
-                     std::string("must have x's dtype (") + dtype_name(p.x_dtype) + ") or float32",
-                     std::string(torch::headeronly::toString(w.scalar_type())));
+    if (!w_dtype) {
+      throw ArgError(name, "weight", "must be float16, bfloat16 or float32", dtype_of(w));
     }
     p.w_dtype = *w_dtype;
     if (w.dim() != 1 || w.size(0) != p.cols) {
@@ -148,6 +170,26 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
       throw ArgError(name, "weight", "must be contiguous", "stride " + std::to_string(w.stride(0)));
     }
     p.w_align = pointer_alignment(w.data_ptr());
+    // The fused op writes x and the residual: the weight it reads must be neither. Byte ranges,
+    // with the weight counted in x's elements (its own may be wider or narrower).
+    if (residual != nullptr && p.cols > 0 && p.rows > 0) {
+      RowView w_rows;
+      w_rows.rows = 1;
+      w_rows.cols =
+          (p.cols * dtype_size(p.w_dtype) + dtype_size(p.x_dtype) - 1) / dtype_size(p.x_dtype);
+      w_rows.strides.s[0] = w_rows.cols;
+      const auto w_addr = reinterpret_cast<uintptr_t>(w.data_ptr());
+      const std::pair<const Tensor*, const char*> written[] = {{&x, "x"}, {residual, "residual"}};
+      for (const auto& [t, arg] : written) {
+        if (rows_may_overlap(reinterpret_cast<uintptr_t>(t->data_ptr()), check_rows(name, arg, *t),
+                             w_addr, w_rows, dtype_size(p.x_dtype))) {
+          throw ArgError(
+              name, "weight",
+              std::string("must not share memory with ") + arg + " (which the op writes)",
+              "overlapping storage");
+        }
+      }
+    }
   } else {
     p.w_dtype = p.x_dtype;
   }
@@ -158,6 +200,19 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
     throw ArgError(name, "eps", "must be a finite number >= 0", got);
   }
   return p;
+}
+
+void check_out(NormProblem& p, const char* op, const Tensor& x, const Tensor& out) {
+  check_like_x(op, "out", x, out);
+  const RowView out_rows = check_rows(op, "out", out);
+  const RowView x_rows = check_rows(op, "x", x);
+  if (rows_may_overlap(reinterpret_cast<uintptr_t>(x.data_ptr()), x_rows,
+                       reinterpret_cast<uintptr_t>(out.data_ptr()), out_rows,
+                       dtype_size(p.x_dtype))) {
+    throw ArgError(op, "out", "must not share memory with x", "overlapping storage");
+  }
+  set_joint_rows(p, op, "out", x, out, p.out_strides);
+  p.out_align = pointer_alignment(out.data_ptr());
 }
 
 }  // namespace oink

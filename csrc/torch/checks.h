@@ -14,8 +14,15 @@ namespace oink {
 using torch::stable::Tensor;
 
 // Checks x (and, for the fused op, residual), weight and eps; returns the problem the planner
-// sees. The output's stride and alignment (rmsnorm) are filled in by the caller once allocated.
+// sees. For rmsnorm the output is not known yet: add it with check_out().
 NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Tensor>& weight,
                               const Tensor* residual, double eps);
+
+// x as rows (already validated by check_norm_inputs).
+RowView rows_of_tensor(const Tensor& t);
+
+// rmsnorm: checks `out` (a caller's, for rmsnorm.out, or one just allocated) against x and
+// completes the problem with its strides and alignment. `op` names the overload in messages.
+void check_out(NormProblem& problem, const char* op, const Tensor& x, const Tensor& out);
 
 }  // namespace oink

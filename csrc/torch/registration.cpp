@@ -3,10 +3,13 @@
 #include <torch/csrc/stable/library.h>
 
 STABLE_TORCH_LIBRARY(oink, m) {
-  // y = x * rsqrt(mean(x^2) + eps) * weight, float32 math, output with x's shape and strides.
+  // y = x * rsqrt(mean(x^2) + eps) * weight, float32 math, rounded once. The output has x's shape
+  // and strides when x's rows have one row stride, else it is dense (python/oink/_fake.py).
   m.def("rmsnorm(Tensor x, Tensor? weight, float eps) -> Tensor");
+  // The same into a caller's tensor (any leading strides, last dimension contiguous).
+  m.def("rmsnorm.out(Tensor x, Tensor? weight, float eps, *, Tensor(a!) out) -> Tensor(a!)");
   // In place, vLLM semantics: residual <- x + residual; x <- rmsnorm(residual, weight, eps).
-  m.def("fused_add_rms_norm(Tensor(a!) x, Tensor(b!) residual, Tensor weight, float eps) -> ()");
+  m.def("fused_add_rms_norm(Tensor(a!) x, Tensor(b!) residual, Tensor? weight, float eps) -> ()");
   // The launch plan a call would use, as `key=value` pairs (oink.explain parses it).
   m.def(
       "explain(str op, Tensor x, Tensor? weight=None, Tensor? residual=None, float eps=1e-6) -> "
@@ -14,4 +17,8 @@ STABLE_TORCH_LIBRARY(oink, m) {
   // Whether later launches may use programmatic dependent launch (default true; sm_90+ only).
   // Returns the previous setting. A process-wide choice, read when a call is planned.
   m.def("set_pdl(bool enabled) -> bool");
+  // The nvcc targets this build embeds, e.g. "sm_80,sm_90a,...,compute_90" ("" without CUDA).
+  m.def("cuda_targets() -> str");
+  // Whether one of those targets runs on a GPU of this compute capability (no CUDA context).
+  m.def("serves_capability(int major, int minor) -> bool");
 }

@@ -1,4 +1,4 @@
-// oink::rmsnorm, oink::fused_add_rms_norm and oink::explain for CPU and CUDA tensors:
+// oink::rmsnorm (and .out), oink::fused_add_rms_norm and oink::explain for CPU and CUDA tensors:
 // validate -> NormProblem -> make_plan -> launch. Fake (meta) kernels live in python/oink/_fake.py
 // because they must work on symbolic shapes, which C++ kernels cannot read.
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "core/cuda_targets.h"
 #include "core/error.h"
 #include "core/plan.h"
 #include "cpu/norm_cpu.h"
@@ -34,34 +37,74 @@ LaunchOptions launch_options() {
   return options;
 }
 
-DeviceInfo device_info_of(const Tensor& x) {
-  if (x.is_cpu()) return DeviceInfo{};
-#ifdef OINK_WITH_CUDA
-  return cuda_device_info(x.get_device_index());
+[[noreturn]] void no_cuda_kernels(const char* op, const Tensor& x) {
+  throw std::runtime_error(
+      std::string("oink.") + op + ": this oink was built without CUDA kernels (no nvcc when it " +
+      "was built), so it cannot run on cuda:" + std::to_string(x.get_device_index()) +
+      "; use a CPU tensor, or rebuild oink with the CUDA toolkit installed " +
+      "(oink.cuda_available() tells which build this is)");
+}
+
+// First thing in every op: a CUDA tensor needs a build with CUDA kernels.
+void require_kernels_for(const char* op, const Tensor& x) {
+#ifndef OINK_WITH_CUDA
+  if (x.defined() && x.is_cuda()) no_cuda_kernels(op, x);
 #else
-  throw std::runtime_error("oink was built without CUDA support; got a CUDA tensor");
+  (void)op;
+  (void)x;
 #endif
 }
 
-// Output with x's shape and strides (GUIDE §1): one stable layout for torch.compile and graphs.
-Tensor empty_like_strided(const Tensor& x) {
+// The plan of a call: the CPU's, or the device's with the runtime's kernel images.
+NormPlan plan_call(const char* op, const NormProblem& problem, const Tensor& x) {
+  require_kernels_for(op, x);
+  if (x.is_cpu()) return make_plan(problem, DeviceInfo{}, launch_options());
+#ifdef OINK_WITH_CUDA
+  const int device = x.get_device_index();
+  return plan_on_device(problem, cuda_device_info(device), device, launch_options());
+#else
+  no_cuda_kernels(op, x);
+#endif
+}
+
+DeviceInfo device_info_of(const Tensor& x) {
+#ifdef OINK_WITH_CUDA
+  if (x.is_cuda()) return cuda_device_info(x.get_device_index());
+#else
+  (void)x;
+#endif
+  return DeviceInfo{};
+}
+
+// A new uninitialised tensor of x's dtype and device with the given shape and strides.
+Tensor empty_strided_like(const Tensor& x, const int64_t* sizes, const int64_t* strides) {
   AtenTensorHandle handle = nullptr;
-  const auto sizes = x.sizes();
-  const auto strides = x.strides();
   int32_t device_type = x.is_cuda() ? aoti_torch_device_type_cuda() : aoti_torch_device_type_cpu();
   int32_t dtype = 0;
   TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(x.get(), &dtype));
-  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(x.dim(), sizes.data(), strides.data(), dtype,
-                                                  device_type,
+  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(x.dim(), sizes, strides, dtype, device_type,
                                                   x.is_cuda() ? x.get_device_index() : 0, &handle));
   return Tensor(handle);
 }
 
-void run(const NormProblem& problem, const NormArgs& args, const Tensor& x) {
+// rmsnorm's output (GUIDE §1): x's shape and strides when x's rows have one row stride, so
+// torch.compile and CUDA graphs see one stable layout whatever path ran; otherwise dense in x's
+// logical order. python/oink/_fake.py returns the same.
+Tensor output_for(const Tensor& x, const RowView& x_rows) {
+  const auto sizes = x.sizes();
+  if (x_rows.one_row_stride()) return empty_strided_like(x, sizes.data(), x.strides().data());
+  std::vector<int64_t> strides(sizes.size());
+  int64_t step = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<int64_t>(sizes[d], 1);
+  }
+  return empty_strided_like(x, sizes.data(), strides.data());
+}
+
+void run(const char* op, const NormProblem& problem, const NormArgs& args, const Tensor& x) {
   if (problem.rows == 0 || problem.cols == 0) return;
-  const DeviceInfo device = device_info_of(x);
-  const NormPlan plan = make_plan(problem, device, launch_options());
-  if (plan.variant == KernelVariant::kCpu) {
+  if (x.is_cpu()) {
     // Enough elements per task that scheduling costs stay small next to the work.
     const int64_t grain = std::max<int64_t>(1, 32768 / problem.cols);
     torch::stable::parallel_for(0, problem.rows, grain, [&](int64_t begin, int64_t end) {
@@ -71,60 +114,93 @@ void run(const NormProblem& problem, const NormArgs& args, const Tensor& x) {
   }
 #ifdef OINK_WITH_CUDA
   const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
+  const NormPlan plan = plan_call(op, problem, x);
   void* stream = nullptr;
   TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(x.get_device_index(), &stream));
   const cudaError_t err = launch_norm(plan, problem, args, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) {
     (void)cudaGetLastError();  // leave no error pending for the caller's next CUDA call
-    throw std::runtime_error(std::string("oink.") + op_name(problem.op) +
+    throw std::runtime_error(std::string("oink.") + op +
                              ": kernel launch failed: " + cudaGetErrorString(err) + " (" +
-                             describe(plan, problem, device) + ")");
+                             describe(plan, problem, device_info_of(x)) + ")");
   }
+#else
+  no_cuda_kernels(op, x);
 #endif
 }
 
-Tensor rmsnorm(Tensor x, std::optional<Tensor> weight, double eps) {
-  NormProblem problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps);
-  Tensor out = empty_like_strided(x);
-  problem.out_align = pointer_alignment(out.data_ptr());
+NormArgs args_of(const Tensor& x, void* out, const std::optional<Tensor>& weight, double eps) {
   NormArgs args;
   args.x = x.data_ptr();
-  args.out = out.data_ptr();
+  args.out = out;
   args.weight = weight ? weight->data_ptr() : nullptr;
   args.eps = static_cast<float>(eps);
-  run(problem, args, x);
+  return args;
+}
+
+Tensor rmsnorm(Tensor x, std::optional<Tensor> weight, double eps) {
+  require_kernels_for("rmsnorm", x);
+  NormProblem problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps);
+  Tensor out = output_for(x, rows_of_tensor(x));
+  check_out(problem, "rmsnorm", x, out);
+  run("rmsnorm", problem, args_of(x, out.data_ptr(), weight, eps), x);
   return out;
 }
 
-void fused_add_rms_norm(Tensor x, Tensor residual, Tensor weight, double eps) {
+Tensor rmsnorm_out(Tensor x, std::optional<Tensor> weight, double eps, Tensor out) {
+  require_kernels_for("rmsnorm.out", x);
+  NormProblem problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps);
+  check_out(problem, "rmsnorm.out", x, out);
+  run("rmsnorm.out", problem, args_of(x, out.data_ptr(), weight, eps), x);
+  return out;
+}
+
+void fused_add_rms_norm(Tensor x, Tensor residual, std::optional<Tensor> weight, double eps) {
+  require_kernels_for("fused_add_rms_norm", x);
   const NormProblem problem =
       check_norm_inputs(NormOp::kFusedAddRmsNorm, x, weight, &residual, eps);
-  NormArgs args;
-  args.x = x.data_ptr();
-  args.out = x.data_ptr();
+  NormArgs args = args_of(x, x.data_ptr(), weight, eps);
   args.residual = residual.data_ptr();
-  args.weight = weight.data_ptr();
-  args.eps = static_cast<float>(eps);
-  run(problem, args, x);
+  run("fused_add_rms_norm", problem, args, x);
 }
 
 std::string explain(std::string op, Tensor x, std::optional<Tensor> weight,
                     std::optional<Tensor> residual, double eps) {
-  NormOp norm_op;
+  NormProblem problem;
   if (op == "rmsnorm") {
-    norm_op = NormOp::kRmsNorm;
+    problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps);
+    // The output rmsnorm would allocate: x's strides or dense, at the allocator's alignment.
+    const RowView x_rows = rows_of_tensor(x);
+    if (!x_rows.one_row_stride()) {
+      const Tensor out = output_for(x, x_rows);
+      check_out(problem, "rmsnorm", x, out);
+    }
   } else if (op == "fused_add_rms_norm") {
-    norm_op = NormOp::kFusedAddRmsNorm;
     if (!residual) throw ArgError("explain", "residual", "is required for " + op, "None");
-    if (!weight) throw ArgError("explain", "weight", "is required for " + op, "None");
+    problem = check_norm_inputs(NormOp::kFusedAddRmsNorm, x, weight, &*residual, eps);
   } else {
     throw ArgError("explain", "op", "must be 'rmsnorm' or 'fused_add_rms_norm'", "'" + op + "'");
   }
-  const NormProblem problem =
-      check_norm_inputs(norm_op, x, weight, residual ? &*residual : nullptr, eps);
-  // rmsnorm's output is a fresh allocation with x's strides: assume the allocator's alignment.
-  const DeviceInfo device = device_info_of(x);
-  return describe(make_plan(problem, device, launch_options()), problem, device);
+#ifdef OINK_WITH_CUDA
+  std::optional<torch::stable::accelerator::DeviceGuard> guard;
+  if (x.is_cuda()) guard.emplace(x.get_device_index());
+#endif
+  return describe(plan_call(op.c_str(), problem, x), problem, device_info_of(x));
+}
+
+// The nvcc targets this build embeds ("" without CUDA kernels): python/oink decides from it, and
+// the device's capability, whether a GPU is served, without creating a CUDA context.
+std::string cuda_targets() {
+#ifdef OINK_WITH_CUDA
+  return OINK_CUDA_TARGETS;
+#else
+  return "";
+#endif
+}
+
+bool serves_capability(int64_t major, int64_t minor) {
+  return targets_serve(parse_cuda_targets(cuda_targets()), static_cast<int>(major),
+                       static_cast<int>(minor));
 }
 
 bool set_pdl(bool enabled) { return g_allow_pdl.exchange(enabled); }
@@ -134,20 +210,24 @@ bool set_pdl(bool enabled) { return g_allow_pdl.exchange(enabled); }
 // No tensor arguments: one kernel for every dispatch key.
 STABLE_TORCH_LIBRARY_IMPL(oink, CompositeExplicitAutograd, m) {
   m.impl("set_pdl", TORCH_BOX(&set_pdl));
+  m.impl("cuda_targets", TORCH_BOX(&cuda_targets));
+  m.impl("serves_capability", TORCH_BOX(&serves_capability));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(oink, CPU, m) {
   m.impl("rmsnorm", TORCH_BOX(&rmsnorm));
+  m.impl("rmsnorm.out", TORCH_BOX(&rmsnorm_out));
   m.impl("fused_add_rms_norm", TORCH_BOX(&fused_add_rms_norm));
   m.impl("explain", TORCH_BOX(&explain));
 }
 
-#ifdef OINK_WITH_CUDA
+// Registered in every build: one without CUDA kernels then says so (require_kernels_for) instead
+// of the dispatcher's "could not run with arguments from the 'CUDA' backend".
 STABLE_TORCH_LIBRARY_IMPL(oink, CUDA, m) {
   m.impl("rmsnorm", TORCH_BOX(&rmsnorm));
+  m.impl("rmsnorm.out", TORCH_BOX(&rmsnorm_out));
   m.impl("fused_add_rms_norm", TORCH_BOX(&fused_add_rms_norm));
   m.impl("explain", TORCH_BOX(&explain));
 }
-#endif
 
 }  // namespace oink

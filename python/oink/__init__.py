@@ -23,7 +23,24 @@ def _load_extension() -> None:
 
 _load_extension()
 
-from oink import _fake  # noqa: E402,F401  (registers the fake kernels)
-from oink.ops import Plan, explain, fused_add_rms_norm, rmsnorm, set_pdl  # noqa: E402
+from oink import _autograd, _fake  # noqa: E402,F401  (register the guards and fake kernels)
+from oink.ops import (  # noqa: E402
+    Plan,
+    cuda_available,
+    cuda_targets,
+    explain,
+    fused_add_rms_norm,
+    rmsnorm,
+    set_pdl,
+)
 
-__all__ = ["Plan", "__version__", "explain", "fused_add_rms_norm", "rmsnorm", "set_pdl"]
+__all__ = [
+    "Plan",
+    "__version__",
+    "cuda_available",
+    "cuda_targets",
+    "explain",
+    "fused_add_rms_norm",
+    "rmsnorm",
+    "set_pdl",
+]

@@ -3,11 +3,18 @@ must handle symbolic shapes, which the C++ kernels cannot read."""
 
 import torch
 
+from oink._layout import rmsnorm_output
+
 
 @torch.library.register_fake("oink::rmsnorm")
 def _rmsnorm_fake(x, weight, eps):
-    # Same shape *and strides* as x, exactly like the real kernels (GUIDE §1).
-    return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+    # x's strides when its rows have one row stride, else dense: exactly the real kernels' output.
+    return rmsnorm_output(x)
+
+
+@torch.library.register_fake("oink::rmsnorm.out")
+def _rmsnorm_out_fake(x, weight, eps, *, out):
+    return out
 
 
 @torch.library.register_fake("oink::fused_add_rms_norm")

@@ -7,22 +7,50 @@ from dataclasses import dataclass, fields
 import torch
 
 
-def rmsnorm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
+def rmsnorm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    eps: float = 1e-6,
+    *,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``x * rsqrt(mean(x**2, -1) + eps) * weight`` in float32, rounded once to x's dtype.
 
-    x: float16/bfloat16/float32, last dimension contiguous; rows may be padded (stride(-2) > N).
-    weight: None or a contiguous [N] tensor of x's dtype or float32.
-    Returns a new tensor with x's shape and strides.
+    x: float16/bfloat16/float32 with a contiguous last dimension; its leading dimensions may have
+    any strides (padded rows, head views of a QKV buffer, transposed views), as long as no two
+    rows share memory. weight: None or a contiguous [N] tensor of any of those dtypes.
+    Returns a new tensor with x's shape, and x's strides when x's rows have one row stride
+    (otherwise contiguous); or writes into `out` (x's shape and dtype, last dimension contiguous,
+    not overlapping x) and returns it.
     """
+    if out is not None:
+        return torch.ops.oink.rmsnorm.out(x, weight, eps, out=out)
     return torch.ops.oink.rmsnorm.default(x, weight, eps)
 
 
 def fused_add_rms_norm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6
 ) -> None:
     """In place, vLLM semantics: ``residual += x`` (rounded to the dtype), then
-    ``x = rmsnorm(residual, weight, eps)``. x and residual must not share memory."""
+    ``x = rmsnorm(residual, weight, eps)`` of the rounded residual. x and residual (same shape
+    and dtype, each with its own leading strides) must not share memory; weight may be None."""
     torch.ops.oink.fused_add_rms_norm.default(x, residual, weight, eps)
+
+
+def cuda_targets() -> list[str]:
+    """The nvcc targets whose kernel images this build embeds (empty: built without CUDA)."""
+    text = torch.ops.oink.cuda_targets.default()
+    return [t for t in text.split(",") if t]
+
+
+def cuda_available(device: torch.device | str | int | None = None) -> bool:
+    """True when this build has CUDA kernels, PyTorch sees a GPU and one of the build's kernel
+    images runs on it (``device``: default the current one). Creates no kernels, but asking
+    PyTorch for the device's capability initialises CUDA."""
+    if not cuda_targets() or not torch.cuda.is_available():
+        return False
+    major, minor = torch.cuda.get_device_capability(device)
+    return bool(torch.ops.oink.serves_capability.default(major, minor))
 
 
 @dataclass(frozen=True)
@@ -49,6 +77,11 @@ class Plan:
     stages: int = 0  # streamed: row groups in flight per CTA
     smem_bytes: int = 0  # streamed: dynamic shared memory per CTA
     ld_residual: int | None = None
+    row_dims: int = 1  # leading dimensions walked per row (1: rows with one stride)
+    row_sizes: tuple[int, ...] = ()  # their sizes, outermost first
+    x_strides: tuple[int, ...] = ()  # x's strides over them
+    image_sass: int = 0  # the kernel image the CUDA runtime runs: SASS architecture (90: sm_90)
+    image_ptx: int = 0  # ... and the PTX architecture it was compiled for (PDL needs >= 90)
 
     @classmethod
     def parse(cls, text: str) -> Plan:
@@ -62,16 +95,23 @@ class Plan:
                 kwargs[f.name] = value == "1"
             elif f.name in ("op", "variant", "device", "x_dtype", "weight_dtype"):
                 kwargs[f.name] = value
+            elif f.name in ("row_sizes", "x_strides"):
+                kwargs[f.name] = tuple(int(v) for v in value.split(",") if v)
             else:
                 kwargs[f.name] = int(value)
         return cls(**kwargs)
 
     def __str__(self) -> str:
         io = "16-byte vectors" if self.vector_io else "element by element (unaligned or odd N)"
+        rows = (
+            f"row stride {self.ld_x}"
+            if self.row_dims == 1
+            else f"rows over leading dims {list(self.row_sizes)} with x strides "
+            f"{list(self.x_strides)}"
+        )
         lines = [
             f"oink {self.op} on {self.device}: {self.variant}",
-            f"  x {self.x_dtype}, weight {self.weight_dtype}, M={self.M}, N={self.N}, "
-            f"row stride {self.ld_x}",
+            f"  x {self.x_dtype}, weight {self.weight_dtype}, M={self.M}, N={self.N}, {rows}",
         ]
         if self.variant == "streamed":
             lines += [
@@ -84,6 +124,8 @@ class Plan:
                 f"({self.rows_per_cta} row(s) per CTA, {self.threads_per_row} threads per row)",
                 f"  each thread owns {self.chunks_per_thread or 'a strided run of'} chunk(s) of "
                 f"{self.chunk_elems} elements; I/O: {io}; PDL {'on' if self.pdl else 'off'}",
+                f"  kernel image: sm_{self.image_sass} SASS from compute_{self.image_ptx} code"
+                + ("" if self.image_ptx >= 90 else " (no griddepcontrol: no PDL)"),
             ]
         return "\n".join(lines)
 
@@ -104,7 +146,8 @@ def explain(
     eps: float = 1e-6,
 ) -> Plan:
     """The plan a call of `op` ("rmsnorm" or "fused_add_rms_norm") with these arguments would use.
-    For the fused op without `residual`, a residual laid out like x is assumed."""
+    For the fused op without `residual`, a residual laid out like x is assumed. On a GPU this
+    loads the kernel the plan selects (its image decides PDL)."""
     if op == "fused_add_rms_norm" and residual is None:
         residual = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
     return Plan.parse(torch.ops.oink.explain.default(op, x, weight, residual, eps))

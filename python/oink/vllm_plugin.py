@@ -18,6 +18,8 @@ import threading
 import torch
 from torch import Tensor
 
+from oink._layout import rows_ok
+
 PROVIDER = "oink_cuda"
 MIN_CAPABILITY = 90  # Hopper
 ENV_VARS = ("VLLM_USE_OINK_OPS", "VLLM_USE_OINK_RMSNORM")
@@ -40,8 +42,10 @@ def _enabled_by() -> str | None:
 
 
 class _CudaCapabilityAtLeast:
-    """Truthy when vLLM's platform is CUDA with capability >= `capability`. Evaluated on first
-    use, through vLLM's platform (NVML: no CUDA context), never at import or registration."""
+    """Truthy when vLLM's platform is CUDA with capability >= `capability`, this oink was built
+    with CUDA kernels and one of its kernel images runs on the GPU (oink.cuda_targets()). Evaluated
+    on first use, through vLLM's platform (NVML: no CUDA context), never at import or
+    registration; an oink built without CUDA logs why once and vLLM keeps its own kernels."""
 
     def __init__(self, capability: int):
         self.capability = capability
@@ -55,8 +59,10 @@ class _CudaCapabilityAtLeast:
                 self._value = bool(
                     current_platform.is_cuda()
                     and current_platform.has_device_capability(self.capability)
+                    and _build_serves(current_platform.get_device_capability())
                 )
-            except Exception:
+            except Exception as e:
+                logger.warning("oink: provider %s unsupported: %s: %s", PROVIDER, type(e).__name__, e)
                 self._value = False
         return self._value
 
@@ -65,30 +71,37 @@ class _CudaCapabilityAtLeast:
         return f"<CUDA capability >= {self.capability / 10:.1f}: {state}>"
 
 
+def _build_serves(capability) -> bool:
+    """Whether this oink build has a kernel image for a GPU of `capability` (major, minor)."""
+    import oink
+
+    if not oink.cuda_targets():
+        logger.warning(
+            "oink: this oink was built without CUDA kernels (no nvcc at build time); provider "
+            "%s stays unsupported and vLLM uses its own kernels",
+            PROVIDER,
+        )
+        return False
+    major, minor = capability.major, capability.minor
+    if not torch.ops.oink.serves_capability.default(major, minor):
+        logger.warning(
+            "oink: this build (%s) has no kernel image for sm_%d%d; provider %s stays unsupported",
+            ",".join(oink.cuda_targets()),
+            major,
+            minor,
+            PROVIDER,
+        )
+        return False
+    return True
+
+
 SUPPORTED = _CudaCapabilityAtLeast(MIN_CAPABILITY)
 
 
 # --- what oink accepts: layouts, dtypes and devices only (never values or the batch size) ---------
-def _rows_ok(t: Tensor) -> bool:
-    """Last dim of stride 1 and leading dims that collapse to rows of one stride >= N. Dim 0 (the
-    token dim) always counts as non-trivial, so the answer holds for every batch size."""
-    if t.dim() < 1 or t.stride(-1) != 1:
-        return False
-    ld = expected = None
-    for d in range(t.dim() - 2, -1, -1):
-        if d > 0 and t.size(d) == 1:
-            continue  # its stride carries no information
-        if ld is None:
-            ld = t.stride(d)
-        elif t.stride(d) != expected:
-            return False
-        expected = t.stride(d) * t.size(d)
-    return ld is None or ld >= t.size(-1)
-
-
 def _weight_ok(x: Tensor, weight: Tensor) -> bool:
     return (
-        weight.dtype in (x.dtype, torch.float32)
+        weight.dtype in _DTYPES
         and weight.dim() == 1
         and weight.size(0) == x.size(-1)
         and (weight.size(0) <= 1 or weight.stride(0) == 1)
@@ -100,7 +113,7 @@ def rms_norm_supported(x, weight, epsilon, variance_size=None) -> bool:
     return (
         variance_size is None
         and x.dtype in _DTYPES
-        and _rows_ok(x)
+        and rows_ok(x)
         and (weight is None or _weight_ok(x, weight))
     )
 
@@ -108,14 +121,13 @@ def rms_norm_supported(x, weight, epsilon, variance_size=None) -> bool:
 def fused_add_rms_norm_supported(x, x_residual, weight, epsilon, variance_size=None) -> bool:
     return (
         variance_size is None
-        and weight is not None  # oink's fused op needs a weight
         and x.dtype in _DTYPES
         and x_residual.dtype == x.dtype
         and x_residual.device == x.device
         and x_residual.shape == x.shape
-        and _rows_ok(x)
-        and _rows_ok(x_residual)
-        and _weight_ok(x, weight)
+        and rows_ok(x)
+        and rows_ok(x_residual)
+        and (weight is None or _weight_ok(x, weight))
     )
 
 

@@ -120,7 +120,16 @@ Result run(NormOp op, const Combo& c, const Inputs& in, std::vector<int64_t> cut
   const Rows &x = in.x, &res = in.res;
   Rows w = in.w;
   Result r{x, Rows(x.t, x.m, x.n, x.n + 3, kOutTag), res};
-  const NormProblem p{op, c.x, c.w, c.has_w, x.m, x.n, x.ld, fused ? x.ld : r.out.ld, res.ld};
+  NormProblem p;
+  p.op = op;
+  p.x_dtype = c.x;
+  p.w_dtype = c.w;
+  p.has_weight = c.has_w;
+  p.rows = x.m;
+  p.cols = x.n;
+  set_row_stride(p, x.ld);
+  p.out_strides.s[0] = r.out.ld;  // the fused op writes x (NormProblem::written_strides)
+  p.residual_strides.s[0] = res.ld;
   const NormArgs a{r.x.data(), fused ? r.x.data() : r.out.data(), fused ? r.res.data() : nullptr,
                    c.has_w ? w.data() : nullptr, kEps};
   for (size_t k = 0; k + 1 < cuts.size(); ++k) norm_rows_cpu(p, a, cuts[k], cuts[k + 1]);

@@ -68,8 +68,8 @@ NormProblem problem(DType x, Weight w, NormOp op, int64_t n, int64_t m, const La
   p.w_dtype = w == Weight::kFloat32 ? DType::kFloat32 : x;
   p.rows = m;
   p.cols = n;
-  p.ld_x = n + l.x_pad;
-  p.ld_out = p.ld_residual = n + l.other_pad;
+  set_row_stride(p, n + l.other_pad);
+  p.x_strides.s[0] = n + l.x_pad;
   p.x_align = l.x_align;
   p.out_align = p.residual_align = p.w_align = l.other_align;
   return p;
@@ -270,15 +270,79 @@ TEST(MakePlan, FusedOpKeepsItsRowsInRegistersAtEveryBatchSize) {
   }
 }
 
-TEST(MakePlan, PdlFollowsOptionsAndCapability) {
+// The image lookups a device may answer with (cudaFuncAttributes' binaryVersion, ptxVersion).
+KernelImageOf image(int sass, int ptx) {
+  return [=](const NormPlan&) { return KernelImage{sass, ptx}; };
+}
+
+TEST(MakePlan, PdlFollowsOptionsAndTheKernelImage) {
   const NormProblem p =
       problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 7168, 1, kLayouts[0]);
-  EXPECT_TRUE(make_plan(p, hopper()).use_pdl);
-  LaunchOptions off;
+  LaunchOptions on, off;
   off.allow_pdl = false;
-  EXPECT_FALSE(make_plan(p, hopper(), off).use_pdl);
-  EXPECT_FALSE(make_plan(p, ampere()).use_pdl);
-  EXPECT_FALSE(make_plan(p, DeviceInfo{}).use_pdl);
+  EXPECT_TRUE(make_plan(p, hopper(), on, image(90, 90)).use_pdl);  // sm_90a SASS
+  EXPECT_FALSE(make_plan(p, hopper(), off, image(90, 90)).use_pdl);
+  // compute_90 PTX JIT-compiled for a newer GPU keeps griddepcontrol.
+  DeviceInfo blackwell = hopper();
+  blackwell.cc_major = 12;
+  EXPECT_TRUE(make_plan(p, blackwell, on, image(120, 90)).use_pdl);
+  // compute_80 PTX (or sm_80 SASS) has the wait compiled away: PDL would race, whatever the GPU.
+  EXPECT_FALSE(make_plan(p, hopper(), on, image(90, 80)).use_pdl);
+  EXPECT_FALSE(make_plan(p, blackwell, on, image(120, 80)).use_pdl);
+  EXPECT_FALSE(make_plan(p, ampere(), on, image(80, 80)).use_pdl);
+  // Unknown image (no lookup): never PDL, even on Hopper.
+  EXPECT_FALSE(make_plan(p, hopper(), on).use_pdl);
+  EXPECT_FALSE(make_plan(p, DeviceInfo{}, on, image(90, 90)).use_pdl);
+  // The plan records the image it was made for; explain prints it.
+  const NormPlan plan = make_plan(p, blackwell, on, image(120, 90));
+  EXPECT_EQ(plan.image_sass_arch, 120);
+  EXPECT_EQ(plan.image_ptx_arch, 90);
+  EXPECT_NE(describe(plan, p, blackwell).find("image_sass=120 image_ptx=90"), std::string::npos);
+}
+
+TEST(MakePlan, TheImageIsAskedForTheFinishedSchedule) {
+  // The lookup sees the schedule whose kernel will run (its variant and chunks), once.
+  const NormProblem p =
+      problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 4096, 65536, kLayouts[0]);
+  int calls = 0;
+  KernelVariant seen = KernelVariant::kCpu;
+  const NormPlan plan = make_plan(p, hopper(), {}, [&](const NormPlan& schedule) {
+    ++calls;
+    seen = schedule.variant;
+    return KernelImage{90, 90};
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, plan.variant);
+  EXPECT_EQ(plan.variant, KernelVariant::kStreamed);
+}
+
+// Leading dimensions that do not collapse into one row stride (a QKV head view [T, H, D] with
+// strides (qkv_width, D, 1)): the registers schedule, with the same thread layout as contiguous
+// rows of that N (batch invariance), and never the streamed one, whose cursor needs one stride.
+TEST(MakePlan, HeadViewsKeepTheRowLayoutAndNeverStream) {
+  for (int64_t heads_per_token : {8, 32}) {
+    for (int64_t tokens : {1, 7, 4096, 65536}) {
+      NormProblem p =
+          problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 128, 0, kLayouts[0]);
+      p.rows = tokens * heads_per_token;
+      p.row_dims.count = 2;
+      p.row_dims.size[0] = heads_per_token;
+      p.row_dims.size[1] = tokens;
+      const int64_t qkv_width = (heads_per_token + 2 * 8) * 128;
+      p.x_strides = RowStrides{{128, qkv_width}};
+      p.out_strides = RowStrides{{128, heads_per_token * 128}};
+      const NormPlan plan = make_plan(p, hopper());
+      SCOPED_TRACE(describe(plan, p, hopper()));
+      EXPECT_EQ(plan_violation(plan, p, hopper()), "");
+      EXPECT_NE(plan.variant, KernelVariant::kStreamed);
+      EXPECT_TRUE(plan.vector_io);
+      EXPECT_EQ(plan.threads_per_row, threads_per_row_for(128, DType::kBFloat16));
+      EXPECT_NE(describe(plan, p, hopper()).find("row_dims=2"), std::string::npos);
+      // An outer stride that breaks 16-byte alignment turns vector I/O off.
+      p.x_strides.s[1] = qkv_width + 1;
+      EXPECT_FALSE(make_plan(p, hopper()).vector_io);
+    }
+  }
 }
 
 TEST(MakePlan, VectorIoExactlyWhenAligned) {
@@ -287,9 +351,10 @@ TEST(MakePlan, VectorIoExactlyWhenAligned) {
     const NormProblem& p = c.problem;
     const int64_t chunk = 16 / dtype_size(p.x_dtype);
     const bool fused = p.op == NormOp::kFusedAddRmsNorm;
-    const int64_t other_ld = fused ? p.ld_residual : p.ld_out;  // fused: out is x
+    const int64_t other_ld =
+        fused ? p.residual_strides.s[0] : p.out_strides.s[0];  // fused: out is x
     const int other_align = fused ? p.residual_align : p.out_align;
-    const bool misaligned = p.cols % chunk != 0 || p.x_align < 16 || p.ld_x % chunk != 0 ||
+    const bool misaligned = p.cols % chunk != 0 || p.x_align < 16 || p.ld_x() % chunk != 0 ||
                             other_align < 16 || other_ld % chunk != 0 ||
                             (p.has_weight && p.w_align < 16);
     if (misaligned) return c.plan.vector_io ? "vector_io on a misaligned problem" : nullptr;
@@ -337,6 +402,16 @@ NormProblem bf16(int64_t n, int64_t m, int x_align = 256) {
 
 NormProblem fused_bf16(int64_t n, int64_t m) {
   return problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, n, m, kLayouts[0]);
+}
+
+// M rows as a [M / 4, 4, N] view whose outer stride skips a gap (two leading dimensions).
+NormProblem head_view_bf16(int64_t n, int64_t m) {
+  NormProblem p = bf16(n, m);
+  p.row_dims.count = 2;
+  p.row_dims.size[0] = 4;
+  p.row_dims.size[1] = (m + 3) / 4;
+  p.x_strides = p.out_strides = RowStrides{{n, 5 * n}};
+  return p;
 }
 
 // Each entry: a problem, a valid plan for it, and how to break the plan (or use it out of place).
@@ -400,6 +475,15 @@ TEST(PlanViolation, CatchesBrokenPlans) {
        [](NormPlan& p) { p.grid = 4098; }},
       {"PDL below sm_90", bf16(4096, 17), bf16(4096, 17), ampere(),
        [](NormPlan& p) { p.use_pdl = true; }, "PDL"},
+      {"PDL with a pre-sm_90 kernel image", bf16(4096, 17), bf16(4096, 17), gpu,
+       [](NormPlan& p) {
+         p.use_pdl = true;
+         p.image_sass_arch = 90;
+         p.image_ptx_arch = 80;
+       },
+       "griddepcontrol"},
+      {"streamed plan used on a head view", bf16(4096, 4097), head_view_bf16(4096, 4097), gpu,
+       [](NormPlan&) {}, "one stride"},
   };
   for (const Broken& b : cases) {
     NormPlan plan = make_plan(b.made_for, b.device);

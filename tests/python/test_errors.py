@@ -65,15 +65,15 @@ class TestRmsNorm:
             got="Double|Int",
         )
 
-    def test_weight_dtype_combination(self, device):
-        x, w = t(4, 64, device=device), t(64, dtype=torch.float16, device=device)
+    def test_unsupported_weight_dtype(self, device):
+        x, w = t(4, 64, device=device), t(64, dtype=torch.float64, device=device)
         expect_error(
             oink.rmsnorm,
             x,
             w,
             arg="weight",
-            expected=r"x's dtype \(bfloat16\) or float32",
-            got="Half",
+            expected="float16, bfloat16 or float32",
+            got="Double",
         )
 
     def test_last_dim_stride(self, device):
@@ -86,14 +86,27 @@ class TestRmsNorm:
             got=r"strides \(1, 4\)",
         )
 
-    def test_leading_dims_not_rows(self, device):
-        x = t(4, 6, 64, device=device)[:, :3]  # two blocks of 3 rows with a gap between them
+    def test_broadcast_rows(self, device):
+        x = t(64, device=device).expand(4, 64)  # every row is the same memory
+        expect_error(
+            oink.rmsnorm, x, arg="x", expected="rows must not overlap", got=r"strides \(0, 1\)"
+        )
+
+    def test_overlapping_rows(self, device):
+        x = t(4 * 32 + 32, device=device).as_strided((4, 64), (32, 1))  # rows overlap by half
+        expect_error(
+            oink.rmsnorm, x, arg="x", expected="rows must not overlap", got=r"strides \(32, 1\)"
+        )
+
+    def test_too_many_leading_dims(self, device):
+        # Five leading dimensions, each skipping every other slice: none coalesces with another.
+        x = t(4, 4, 4, 4, 4, 8, device=device)[::2, ::2, ::2, ::2, ::2]
         expect_error(
             oink.rmsnorm,
             x,
             arg="x",
-            expected="rows with one row stride",
-            got=r"strides \(384, 64, 1\)",
+            expected="at most 4 dimensions",
+            got=r"shape \[2, 2, 2, 2, 2, 8\]",
         )
 
     def test_non_contiguous_weight(self, device):
@@ -199,17 +212,75 @@ def test_weight_on_another_gpu():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_fused_weight_none_through_the_raw_op(device):
-    x, r = t(4, 64, device=device), t(4, 64, device=device)
+class TestRmsNormOut:
+    def test_shape(self, device):
+        x, out = t(4, 64, device=device), t(4, 32, device=device)
+        expect_error(
+            lambda x, out: oink.rmsnorm(x, out=out),
+            x,
+            out,
+            arg="out",
+            expected=r"x's shape \[4, 64\]",
+            got=r"\[4, 32\]",
+        )
+
+    def test_dtype(self, device):
+        x, out = t(4, 64, device=device), t(4, 64, dtype=torch.float32, device=device)
+        expect_error(
+            lambda x, out: oink.rmsnorm(x, out=out),
+            x,
+            out,
+            arg="out",
+            expected=r"x's dtype \(bfloat16\)",
+            got="Float",
+        )
+
+    def test_overlaps_x(self, device):
+        x = t(4, 64, device=device)
+        expect_error(
+            lambda x: oink.rmsnorm(x, out=x),
+            x,
+            arg="out",
+            expected="must not share memory with x",
+            got="overlapping",
+        )
+
+    def test_last_dim_stride(self, device):
+        x, out = t(4, 64, device=device), t(64, 4, device=device).t()
+        expect_error(
+            lambda x, out: oink.rmsnorm(x, out=out),
+            x,
+            out,
+            arg="out",
+            expected="stride 1 in its last",
+            got=r"strides \(1, 4\)",
+        )
+
+    def test_broadcast_out(self, device):
+        x, out = t(4, 64, device=device), t(64, device=device).expand(4, 64)
+        expect_error(
+            lambda x, out: oink.rmsnorm(x, out=out),
+            x,
+            out,
+            arg="out",
+            expected="rows must not overlap",
+            got=r"strides \(0, 1\)",
+        )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fused_weight_overlapping_what_it_writes(device):
+    buf = t(5, 64, device=device)
+    x, r = buf[:4], t(4, 64, device=device)
+    w = buf[3]  # the weight is x's last row
     expect_error(
-        torch.ops.oink.fused_add_rms_norm,
+        oink.fused_add_rms_norm,
         x,
         r,
-        None,
-        1e-6,
+        w,
         arg="weight",
-        expected="must be a tensor",
-        got="None",
+        expected="must not share memory with x",
+        got="overlapping",
     )
 
 
