@@ -4,6 +4,10 @@
 # summary go to $OUT (default ./out).
 #
 #   tools/gpu_run.sh [STAGE ...]     stages: build sanitize test kernels schedules profile bench
+#                                    ptx nocuda (not in the default list: each reinstalls oink)
+#                                    ptx: a PTX-only build (compute_90, no SASS), JIT-compiled by
+#                                    the driver, tested with PDL on and off; nocuda: a build
+#                                    without CUDA kernels meeting CUDA tensors
 #                                    (schedules: oink_schedule_sweep and oink_latency_floors)
 #                                    (default: all; they run in this order, the sanitizer first
 #                                    so that a run cut off by the time limit still has it)
@@ -159,5 +163,52 @@ if has_stage bench; then
   else
     note "bench: oink.bench not available"
   fi
+fi
+if has_stage ptx; then
+  # The JIT path: no SASS, the driver compiles compute_90 PTX for this GPU at load time. The
+  # plans must report that image (sm_XY SASS from compute_90) and keep PDL, which its code has.
+  start=$SECONDS
+  if python3 -m pip install --no-build-isolation --no-deps -C build-dir=/tmp/oink-ptx-build \
+    -C cmake.define.OINK_CUDA_PTX_ONLY=ON . >"$OUT/ptx.log" 2>&1; then
+    python3 -c "
+import torch, oink
+assert oink.cuda_targets() == ['compute_90'], oink.cuda_targets()
+plan = oink.explain(torch.randn(4, 4096, device='cuda', dtype=torch.bfloat16))
+major, minor = torch.cuda.get_device_capability()
+assert plan.image_ptx == 90 and plan.image_sass == 10 * major + minor and plan.pdl, plan
+print('ptx-only build:', plan.device, 'image sm_%d from compute_%d' % (plan.image_sass, plan.image_ptx), 'pdl', plan.pdl)
+" >>"$OUT/ptx.log" 2>&1
+    rc=$?
+    for pdl in on off; do
+      python3 -m pytest tests/python -q -p no:cacheprovider -x --oink-pdl "$pdl" \
+        -k "not multi_gpu and not (test_sweep and (65536 or 131072))" >>"$OUT/ptx.log" 2>&1
+      rc=$((rc + $?))
+      note "ptx-only, PDL $pdl: $(tail -1 "$OUT/ptx.log")"
+    done
+    note "ptx: rc=$rc ($((SECONDS - start)) s): $(grep 'ptx-only build' "$OUT/ptx.log")"
+  else
+    note "ptx: build FAILED (see ptx.log)"
+  fi
+fi
+
+if has_stage nocuda; then
+  # An oink built without nvcc, meeting CUDA tensors: oink's own message, explain too, and
+  # cuda_available() false (so vLLM's provider stays unsupported).
+  python3 -m pip install --no-build-isolation --no-deps -C build-dir=/tmp/oink-nocuda-build \
+    -C cmake.define.OINK_WITH_CUDA=OFF . >"$OUT/nocuda.log" 2>&1 &&
+    python3 -c "
+import torch, oink
+x = torch.randn(4, 64, device='cuda')
+assert oink.cuda_targets() == [] and not oink.cuda_available()
+for call in (lambda: oink.rmsnorm(x), lambda: oink.explain(x),
+             lambda: oink.fused_add_rms_norm(x, x.clone(), None)):
+    try:
+        call()
+        raise SystemExit('no error')
+    except RuntimeError as e:
+        assert 'built without CUDA kernels' in str(e), e
+print('nocuda: clear errors for rmsnorm, explain, fused; cuda_available False')
+" >>"$OUT/nocuda.log" 2>&1
+  note "nocuda: rc=$? $(tail -1 "$OUT/nocuda.log")"
 fi
 note "== done"

@@ -1,7 +1,8 @@
 """A representative subset of oink's CUDA launches for compute-sanitizer: every kernel variant
 (registers with 1/2/4 chunks, two-pass, streamed), vector and element-wise I/O, both ops, every
-dtype and weight combination, padded and unaligned rows, with and without PDL. Exits non-zero if
-any result is wrong.
+dtype and weight combination, padded and unaligned rows, the layouts of GUIDE §1 (QKV head views,
+transposed views, rmsnorm.out into a head view, the fused op on independent views, no weight),
+with and without PDL. Exits non-zero if any result is wrong.
 
 Results are checked on the CPU so that the only kernels racecheck sees are oink's and copies:
 PyTorch's own CUDA reduction (the float64 mean of a GPU-side reference) reports shared-memory
@@ -13,7 +14,7 @@ import sys
 import torch
 
 import oink
-from oink.testing import DTYPE_COMBOS, padded_rows, rmsnorm_reference, schedule_test_rows
+from oink.testing import DTYPE_COMBOS, DTYPES, padded_rows, rmsnorm_reference, schedule_test_rows
 
 CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072]  # 1, 2, 4 chunks/thread; two-pass
 STREAMED_N = [64, 4096, 16384, 32768]  # persistent CTAs: 128 / 256 / 1024 threads; 4 chunks
@@ -47,6 +48,10 @@ def main() -> int:
         for dtype, wdtype in DTYPE_COMBOS:
             for m, n, pad, offset in cases(dtype):
                 failures += check(m, n, pad, offset, dtype, wdtype, g)
+        for dtype in DTYPES:  # every weight dtype with every x dtype, on the new layouts
+            for wdtype in (None, *DTYPES):
+                for tokens in (3, 4097):
+                    failures += check_views(tokens, dtype, wdtype, g)
     torch.cuda.synchronize()
     print(f"sanitize_cases: {failures} wrong results")
     return 1 if failures else 0
@@ -65,6 +70,41 @@ def check(m, n, pad, offset, dtype, wdtype, g) -> int:
         oink.fused_add_rms_norm(x, r, w, 1e-6)
         again = oink.rmsnorm(r, w, 1e-6)
         failures += int(not torch.equal(x.cpu(), again.cpu()))
+    return failures
+
+
+def check_views(tokens, dtype, wdtype, g) -> int:
+    """Head views of a QKV buffer ([T, H, D], aligned and one element off), a transposed view,
+    rmsnorm.out into a head view of another buffer, and the fused op on a head view (x) and a
+    transposed view (residual), with a weight of `wdtype` or none."""
+    failures = 0
+    heads, kv, d = 4, 2, 128
+    w = None if wdtype is None else torch.randn(d, generator=g).to(wdtype).cuda()
+    w_cpu = None if w is None else w.cpu()
+    flat = torch.randn(tokens * (heads + 2 * kv) * d + 1, generator=g).to(dtype).cuda()
+    for start in (0, 1):
+        qkv = flat[start : start + tokens * (heads + 2 * kv) * d].view(tokens, -1)
+        q = qkv[:, : heads * d].view(tokens, heads, d)
+        y = oink.rmsnorm(q, w, 1e-6).cpu()
+        failures += int(not torch.allclose(y.double(), rmsnorm_reference(q.cpu(), w_cpu, 1e-6),
+                                           rtol=2e-2, atol=1e-2))  # fmt: skip
+        out_buffer = torch.empty(tokens, (heads + 2) * d, dtype=dtype, device="cuda")
+        out = out_buffer[:, d : (heads + 1) * d].view(tokens, heads, d)
+        oink.rmsnorm(q, w, 1e-6, out=out)
+        failures += int(not torch.equal(out.cpu(), y))
+    bshd = torch.randn(2, tokens, heads, d, generator=g).to(dtype).cuda()
+    t = bshd.transpose(1, 2)  # [B, H, S, D]
+    failures += int(
+        not torch.equal(oink.rmsnorm(t, w, 1e-6), oink.rmsnorm(t.contiguous(), w, 1e-6))
+    )
+    x = (
+        flat[: tokens * (heads + 2 * kv) * d]
+        .view(tokens, -1)[:, : heads * d]
+        .view(tokens, heads, d)
+    )
+    r = torch.randn(heads, tokens, d, generator=g).to(dtype).cuda().transpose(0, 1)
+    oink.fused_add_rms_norm(x, r, w, 1e-6)
+    failures += int(not torch.equal(x.cpu(), oink.rmsnorm(r, w, 1e-6).cpu()))
     return failures
 
 

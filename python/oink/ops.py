@@ -23,9 +23,14 @@ def rmsnorm(
     (otherwise contiguous); or writes into `out` (x's shape and dtype, last dimension contiguous,
     not overlapping x) and returns it.
     """
-    if out is not None:
-        return torch.ops.oink.rmsnorm.out(x, weight, eps, out=out)
-    return torch.ops.oink.rmsnorm.default(x, weight, eps)
+    if out is None:
+        return torch.ops.oink.rmsnorm.default(x, weight, eps)
+    if torch.compiler.is_compiling():
+        # PyTorch cannot functionalize a custom op that returns an alias of an input (the .out
+        # convention), so a traced call writes the functional result into `out`; the compiler
+        # plans buffers itself. Eager calls write `out` directly, with no copy.
+        return out.copy_(torch.ops.oink.rmsnorm.default(x, weight, eps))
+    return torch.ops.oink.rmsnorm.out(x, weight, eps, out=out)
 
 
 def fused_add_rms_norm(

@@ -36,7 +36,7 @@ def rmsnorm_reference(x: torch.Tensor, weight: torch.Tensor | None, eps: float) 
 
 
 def fused_add_reference(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(new residual rounded to the dtype, float64 normalised output) under vLLM semantics."""
     new_residual = (x.float() + residual.float()).to(x.dtype)

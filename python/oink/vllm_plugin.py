@@ -62,7 +62,9 @@ class _CudaCapabilityAtLeast:
                     and _build_serves(current_platform.get_device_capability())
                 )
             except Exception as e:
-                logger.warning("oink: provider %s unsupported: %s: %s", PROVIDER, type(e).__name__, e)
+                logger.warning(
+                    "oink: provider %s unsupported: %s: %s", PROVIDER, type(e).__name__, e
+                )
                 self._value = False
         return self._value
 

@@ -29,3 +29,18 @@ def gen():
     g = torch.Generator()
     g.manual_seed(0x0151)
     return g
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--oink-pdl",
+        choices=("on", "off"),
+        default=None,
+        help="run every test with oink.set_pdl(on/off) (default: oink's default, on)",
+    )
+
+
+def pytest_configure(config):
+    choice = config.getoption("--oink-pdl")
+    if choice is not None:
+        oink.set_pdl(choice == "on")

@@ -75,8 +75,12 @@ def test_set_pdl_round_trips_and_reaches_the_plan():
             x = torch.randn(1, 4096, dtype=torch.bfloat16, device="cuda")
             assert not oink.explain(x).pdl
             assert oink.set_pdl(True) is False
-            hopper = torch.cuda.get_device_capability() >= (9, 0)
-            assert oink.explain(x).pdl == hopper  # PDL exists from sm_90 on
+            plan = oink.explain(x)
+            # PDL exactly where the kernel image that runs has griddepcontrol (code for sm_90+).
+            assert plan.image_sass >= 80 and plan.image_ptx >= 80
+            assert plan.pdl == (plan.image_ptx >= 90 and plan.image_sass >= 90)
+            if torch.cuda.get_device_capability() >= (9, 0):
+                assert plan.pdl  # this build's images for Hopper and later all have it
             assert oink.set_pdl(True) is True
         else:
             assert oink.set_pdl(True) is False
@@ -90,3 +94,29 @@ def test_set_pdl_round_trips_and_reaches_the_plan():
             assert not oink.explain(torch.randn(2, 64)).pdl
         finally:
             oink.set_pdl(previous)
+
+
+def test_cuda_targets_name_what_the_build_embeds():
+    targets = oink.cuda_targets()
+    assert isinstance(targets, list)
+    for t in targets:
+        assert t.startswith(("sm_", "compute_")), t
+    if targets:
+        # PTX no older than compute_90 (older PTX compiles PDL's wait away).
+        ptx = [int(t[8:].rstrip("af")) for t in targets if t.startswith("compute_")]
+        assert ptx and min(ptx) >= 90, targets
+    # Availability needs kernels for the GPU: never true without a GPU or without targets.
+    if not targets or not torch.cuda.is_available():
+        assert oink.cuda_available() is False
+    else:
+        major, minor = torch.cuda.get_device_capability()
+        assert oink.cuda_available() == torch.ops.oink.serves_capability.default(major, minor)
+
+
+def test_serves_capability_follows_the_targets():
+    targets = oink.cuda_targets()
+    serves = torch.ops.oink.serves_capability.default
+    if not targets:
+        assert not serves(9, 0) and not serves(8, 0)
+    else:
+        assert serves(9, 0) and not serves(7, 5)
