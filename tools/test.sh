@@ -16,7 +16,7 @@ clang-format --dry-run --Werror $(git ls-files 'csrc/*' 'tests/cpp/*' 'bench/*.c
 
 step "C++ tests"
 cmake -S . -B build/cpp-tests -G Ninja -DOINK_BUILD_EXTENSION=OFF -DOINK_WITH_CUDA=OFF \
-  -DOINK_BUILD_TESTS=ON >/dev/null
+  -DOINK_BUILD_TESTS=ON -DOINK_WERROR=ON >/dev/null
 cmake --build build/cpp-tests
 ctest --test-dir build/cpp-tests --output-on-failure
 
