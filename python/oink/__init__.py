@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+# The one place the version is written: the build reads it from here (pyproject.toml).
 __version__ = "0.1.0"
 
 
@@ -15,7 +16,8 @@ def _load_extension() -> None:
     library = Path(__file__).with_name("_C.so")
     if not library.exists():
         raise ImportError(
-            f"oink's native extension is missing ({library}); install oink with "
+            f"oink's native extension is missing ({library}); install the oink-kernels "
+            "distribution: `pip install --no-deps oink_kernels-*.whl` (a built wheel) or "
             "`pip install --no-build-isolation .` from a source checkout"
         )
     torch.ops.load_library(str(library))
