@@ -42,7 +42,8 @@ note "$(nvcc --version | tail -1)"
 
 if has_stage build; then
   start=$SECONDS
-  if python3 -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1; then
+  if python3 -m pip install --no-build-isolation --no-deps -v -C cmake.define.OINK_WERROR=ON . \
+    >"$OUT/build.log" 2>&1; then
     note "build: ok ($((SECONDS - start)) s)"
   else
     note "build: FAILED (see build.log)"
@@ -68,12 +69,31 @@ fi
 
 if has_stage test; then
   start=$SECONDS
-  # One process: with 8 pytest-xdist workers the largest sweep cases ran the 141 GB card out of
-  # memory (2026-11-30); serially the suite takes about 5 minutes.
-  python3 -m pytest tests/python -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} \
-    >"$OUT/tests.log" 2>&1
-  rc=$?
-  note "tests: rc=$rc ($((SECONDS - start)) s): $(tail -1 "$OUT/tests.log")"
+  # One process per GPU: with 8 pytest-xdist workers the largest sweep cases ran the 141 GB card
+  # out of memory; serially the suite takes about 5 minutes on one H200. With two GPUs the files
+  # are split between two processes, each on its own GPU, and the two-GPU tests run after them
+  # with both GPUs visible.
+  gpus=$(nvidia-smi --list-gpus | wc -l)
+  run_pytest() { # LOG [PYTEST ARGS...]
+    local log=$1 && shift
+    python3 -m pytest -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} "$@" >"$log" 2>&1
+  }
+  if ((gpus >= 2)); then
+    mapfile -t files < <(ls tests/python/test_*.py | grep -v test_multi_gpu)
+    half=$(((${#files[@]} + 1) / 2))
+    CUDA_VISIBLE_DEVICES=0 run_pytest "$OUT/tests.log" "${files[@]:0:half}" &
+    CUDA_VISIBLE_DEVICES=1 run_pytest /tmp/tests-gpu1.log "${files[@]:half}" &
+    wait
+    run_pytest /tmp/tests-multi.log tests/python/test_multi_gpu.py
+    note "tests on GPU 0: $(tail -1 "$OUT/tests.log")"
+    note "tests on GPU 1: $(tail -1 /tmp/tests-gpu1.log)"
+    note "two-GPU tests: $(tail -1 /tmp/tests-multi.log)"
+    cat /tmp/tests-gpu1.log /tmp/tests-multi.log >>"$OUT/tests.log"
+  else
+    run_pytest "$OUT/tests.log" tests/python
+    note "tests: $(tail -1 "$OUT/tests.log")"
+  fi
+  note "tests: ($((SECONDS - start)) s)"
   grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20 | tee -a "$SUMMARY"
 fi
 
