@@ -37,6 +37,7 @@ LaunchOptions launch_options() {
   return options;
 }
 
+#ifndef OINK_WITH_CUDA
 [[noreturn]] void no_cuda_kernels(const char* op, const Tensor& x) {
   throw std::runtime_error(
       std::string("oink.") + op + ": this oink was built without CUDA kernels (no nvcc when it " +
@@ -44,6 +45,7 @@ LaunchOptions launch_options() {
       "; use a CPU tensor, or rebuild oink with the CUDA toolkit installed " +
       "(oink.cuda_available() tells which build this is)");
 }
+#endif
 
 // First thing in every op: a CUDA tensor needs a build with CUDA kernels.
 void require_kernels_for(const char* op, const Tensor& x) {
