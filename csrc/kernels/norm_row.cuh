@@ -32,9 +32,11 @@ struct KernelParams {
 };
 
 // Where row `row` of x, out and the residual start (elements). Rows of one stride: a multiply
-// each. Other layouts split the row index over the leading dimensions in a function of its own:
-// inlined, its divisions and indices raised the registers kernels' peak by a few registers and
-// made some of them spill (ptxas, sm_100a); called, it costs a call per row only where used.
+// each. Two leading dimensions (QK-norm head views [T, H, D], [B, H, S, D] views with B = 1): one
+// multiply-shift division, inline. Three or four: a function of its own, since inlined, their
+// divisions raised the registers kernels' peak and made some instantiations spill (ptxas,
+// sm_100a); the call (parameters read through a generic pointer) costs about a microsecond of
+// latency per row on the H200, so the two-dimension case stays inline (tools/bench_layouts.py).
 // Kernels take KernelParams as __grid_constant__, so the reference reads parameter space.
 struct RowOffsets {
   int64_t x, out, residual;
@@ -49,6 +51,12 @@ __device__ __noinline__ inline RowOffsets row_offsets_split(const KernelParams& 
 __device__ __forceinline__ RowOffsets row_offsets(const KernelParams& p, int64_t row) {
   if (p.row_index.count == 1) {
     return {row * p.x_strides.s[0], row * p.out_strides.s[0], row * p.residual_strides.s[0]};
+  }
+  if (p.row_index.count == 2) {
+    uint32_t outer = 0, inner = 0;
+    p.row_index.inner[0].divmod(static_cast<uint32_t>(row), outer, inner);
+    auto at = [&](const RowStrides& st) { return inner * st.s[0] + outer * st.s[1]; };
+    return {at(p.x_strides), at(p.out_strides), at(p.residual_strides)};
   }
   return row_offsets_split(p, row);
 }
