@@ -33,32 +33,36 @@ struct KernelParams {
 
 // Where row `row` of x, out and the residual start (elements). Rows of one stride: a multiply
 // each. Two leading dimensions (QK-norm head views [T, H, D], [B, H, S, D] views with B = 1): one
-// multiply-shift division, inline. Three or four: a function of its own, since inlined, their
+// multiply-shift division. Three or four: a loop the compiler keeps rolled, since unrolled, its
 // divisions raised the registers kernels' peak and made some instantiations spill (ptxas,
-// sm_100a); the call (parameters read through a generic pointer) costs about a microsecond of
-// latency per row on the H200, so the two-dimension case stays inline (tools/bench_layouts.py).
-// Kernels take KernelParams as __grid_constant__, so the reference reads parameter space.
+// sm_100a). Everything stays inline and reads the parameters as constant-bank operands: a version
+// that called a function with a reference to the parameters (__grid_constant__) read them through
+// generic loads and cost every decode call about 0.25 us on the H200, layouts or not.
 struct RowOffsets {
   int64_t x, out, residual;
 };
 
-__device__ __noinline__ inline RowOffsets row_offsets_split(const KernelParams& p, int64_t row) {
-  const RowIndex at = split_row(p.row_index, row);
-  return {row_offset(p.row_index, at, p.x_strides), row_offset(p.row_index, at, p.out_strides),
-          row_offset(p.row_index, at, p.residual_strides)};
-}
-
 __device__ __forceinline__ RowOffsets row_offsets(const KernelParams& p, int64_t row) {
-  if (p.row_index.count == 1) {
+  const int dims = p.row_index.count;
+  if (dims == 1) {
     return {row * p.x_strides.s[0], row * p.out_strides.s[0], row * p.residual_strides.s[0]};
   }
-  if (p.row_index.count == 2) {
-    uint32_t outer = 0, inner = 0;
-    p.row_index.inner[0].divmod(static_cast<uint32_t>(row), outer, inner);
-    auto at = [&](const RowStrides& st) { return inner * st.s[0] + outer * st.s[1]; };
-    return {at(p.x_strides), at(p.out_strides), at(p.residual_strides)};
+  uint32_t rest = static_cast<uint32_t>(row), index = 0;
+  p.row_index.inner[0].divmod(rest, rest, index);
+  RowOffsets at{index * p.x_strides.s[0], index * p.out_strides.s[0],
+                index * p.residual_strides.s[0]};
+#pragma unroll 1
+  for (int d = 1; d < dims; ++d) {
+    if (d + 1 < dims) {
+      p.row_index.inner[d].divmod(rest, rest, index);
+    } else {
+      index = rest;  // the outermost dimension takes what is left
+    }
+    at.x += int64_t{index} * p.x_strides.s[d];
+    at.out += int64_t{index} * p.out_strides.s[d];
+    at.residual += int64_t{index} * p.residual_strides.s[d];
   }
-  return row_offsets_split(p, row);
+  return at;
 }
 
 // T: x/out/residual element type; W: weight element type; kFused: fused add + RMSNorm;

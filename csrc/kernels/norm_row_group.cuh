@@ -15,7 +15,7 @@ namespace oink {
 
 // kChunks: register capacity per thread (1, 2, 4), or 0 for the two-pass variant.
 template <typename T, typename W, bool kFused, bool kVector, int kChunks>
-__global__ void __launch_bounds__(1024) norm_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
   using Row = NormRow<T, W, kFused, kVector>;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;
