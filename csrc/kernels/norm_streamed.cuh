@@ -47,8 +47,7 @@ __device__ __forceinline__ V read_slots(const uint4* slot, int stride) {
 // addresses every row and the kernel was issue-bound); the planner keeps at most
 // kStreamedThreadsPerSm (1024) of these threads on an SM.
 template <typename T, typename W, int kChunks>
-__global__ void __launch_bounds__(kMaxThreadsPerRow, 1)
-    norm_streamed_kernel(const KernelParams p) {
+__global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(const KernelParams p) {
   using Row = NormRow<T, W, /*kFused=*/false, /*kVector=*/true>;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;
