@@ -12,12 +12,18 @@ import torch
 MAX_ROW_DIMS = 4  # kMaxRowDims in csrc/core/rows.h
 
 
-def leading_dims(t: torch.Tensor) -> list[tuple[int, int]]:
-    """(size, stride) of t's coalesced leading dimensions, innermost first."""
+def leading_dims(t: torch.Tensor, batch_dim_as_large: bool = False) -> list[tuple[int, int]]:
+    """(size, stride) of t's coalesced leading dimensions, innermost first. With
+    `batch_dim_as_large`, a dimension 0 of size 0 or 1 counts as size 2, so that the answer holds
+    for every batch size (the vLLM provider's checks)."""
     dims: list[tuple[int, int]] = []
     for d in range(t.dim() - 2, -1, -1):
         size, stride = t.size(d), t.stride(d)
-        if size == 1:
+        if batch_dim_as_large and d == 0:
+            # Never dropped, and a symbolic size is never compared (no guard on the token count).
+            if not isinstance(size, torch.SymInt):
+                size = max(size, 2)
+        elif size == 1:
             continue
         if dims and stride == dims[-1][1] * dims[-1][0]:
             dims[-1] = (dims[-1][0] * size, dims[-1][1])
@@ -45,15 +51,7 @@ def rows_ok(t: torch.Tensor) -> bool:
     if larger (the answer must hold for every batch size vLLM may pass)."""
     if t.dim() < 1 or (t.size(-1) > 1 and t.stride(-1) != 1):
         return False
-    dims = []
-    for d in range(t.dim() - 2, -1, -1):
-        size, stride = max(t.size(d), 2 if d == 0 else 1), t.stride(d)
-        if size == 1:
-            continue
-        if dims and stride == dims[-1][1] * dims[-1][0]:
-            dims[-1] = (dims[-1][0] * size, dims[-1][1])
-        else:
-            dims.append((size, stride))
+    dims = leading_dims(t, batch_dim_as_large=True)
     extent = t.size(-1)
     for size, stride in sorted(dims, key=lambda sd: sd[1]):
         if stride < extent:

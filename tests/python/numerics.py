@@ -3,7 +3,8 @@
 import torch
 import torch.nn.functional as F
 
-from oink.testing import error_stats, ulp
+import oink
+from oink.testing import error_stats, fused_add_reference, ulp
 
 
 def torch_rmsnorm(x, weight, eps):
@@ -35,3 +36,15 @@ def assert_close_to_reference(y, ref, torch_y, dtype):
     if err.numel():
         slack = ulp(ref[finite].abs().max().reshape(1), dtype).item()
         assert ours.max_abs <= theirs.max_abs + slack, (ours, theirs)
+
+
+def check_fused_call(x, residual, weight, eps, dtype, call=None):
+    """Runs the fused op (``call(x, residual, weight, eps)``, default oink.fused_add_rms_norm) in
+    place and checks vLLM's semantics: the residual becomes round(x + residual) exactly, x
+    becomes bitwise oink.rmsnorm of that stored residual, and within rounding of float64."""
+    x0, r0 = x.clone(), residual.clone()
+    (call or oink.fused_add_rms_norm)(x, residual, weight, eps)
+    new_residual, ref = fused_add_reference(x0, r0, weight, eps)
+    assert torch.equal(residual, new_residual)
+    assert torch.equal(x, oink.rmsnorm(residual, weight, eps))
+    assert_close_to_reference(x, ref, torch_rmsnorm(new_residual, weight, eps), dtype)

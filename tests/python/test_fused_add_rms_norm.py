@@ -15,7 +15,7 @@ from oink.testing import (
 )
 
 from conftest import DEVICES, requires_cuda, within_budget
-from numerics import assert_close_to_reference, torch_rmsnorm
+from numerics import assert_close_to_reference, check_fused_call, torch_rmsnorm
 
 EPS = 1e-5
 WEIGHTED_COMBOS = [c for c in DTYPE_COMBOS if c[1] is not None]
@@ -26,14 +26,7 @@ def combo_id(combo):
 
 
 def run_and_check(x, residual, w, dtype):
-    x0, r0 = x.clone(), residual.clone()
-    oink.fused_add_rms_norm(x, residual, w, EPS)
-    new_residual, ref = fused_add_reference(x0, r0, w, EPS)
-    # residual <- round(x + residual): exact, bitwise.
-    assert torch.equal(residual, new_residual)
-    # x <- rmsnorm(new residual): the same bits oink.rmsnorm gives on the stored residual.
-    assert torch.equal(x, oink.rmsnorm(residual, w, EPS))
-    assert_close_to_reference(x, ref, torch_rmsnorm(new_residual, w, EPS), dtype)
+    check_fused_call(x, residual, w, EPS, dtype)
 
 
 @pytest.mark.parametrize("device", DEVICES)

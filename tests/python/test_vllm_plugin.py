@@ -169,12 +169,14 @@ RMS_CASES = [
     ("1-d", lambda T: (_t((N,)), _t((N,)), E), True, False),
     ("variance_size", lambda T: (_t((T, N)), _t((N,)), E, N // 2), False, False),
     ("f64", lambda T: (_t((T, N), torch.float64), None, E), False, True),
-    ("f16 weight, bf16 x", lambda T: (_t((T, N)), _t((N,), f16), E), False, True),
-    ("bf16 weight, f32 x", lambda T: (_t((T, N), f32), _t((N,)), E), False, True),
+    ("f16 weight, bf16 x", lambda T: (_t((T, N)), _t((N,), f16), E), True, False),
+    ("bf16 weight, f32 x", lambda T: (_t((T, N), f32), _t((N,)), E), True, False),
+    ("f64 weight", lambda T: (_t((T, N)), _t((N,), torch.float64), E), False, True),
     ("weight too short", lambda T: (_t((T, N)), _t((N - 1,)), E), False, True),
     ("strided weight", lambda T: (_t((T, N)), _t((N,), strides=(2,)), E), False, True),
     ("x last dim strided", lambda T: (_t((T, N), strides=(1, T + 1)), None, E), False, True),
-    ("heads of a qkv row", lambda T: (_t((T, 4, 16), strides=(192, 16, 1)), None, E), False, "T>1"),
+    ("heads of a qkv row", lambda T: (_t((T, 4, 16), strides=(192, 16, 1)), None, E), True, False),
+    ("transposed heads", lambda T: (_t((T, 4, 16), strides=(16, 131072, 1)), None, E), True, False),
     ("overlapping rows", lambda T: (_t((T, N), strides=(N // 2, 1)), None, E), False, "T>1"),
     ("weight elsewhere", lambda T: (_t((T, N)), _t((N,), device="meta"), E), False, False),
 ]  # fmt: skip
@@ -184,14 +186,19 @@ FUSED_CASES = [
     ("f32 weight", lambda T: (_t((T, N), f16), _t((T, N), f16), _t((N,), f32), E), True, False),
     ("padded x", lambda T: (_t((T, N), strides=(2 * N, 1)), _t((T, N)), _t((N,)), E), True, False),
     ("3-d", lambda T: (_t((T, 2, N)), _t((T, 2, N)), _t((N,)), E), True, False),
-    # oink's schema needs a weight (not run against oink: it fails deep in the stable ABI)
-    ("no weight", lambda T: (_t((T, N)), _t((T, N)), None, E), False, False),
+    ("no weight", lambda T: (_t((T, N)), _t((T, N)), None, E), True, False),
+    ("x head view, residual transposed",
+     lambda T: (_t((T, 4, 16), strides=(192, 16, 1)), _t((T, 4, 16), strides=(16, 16 * 8192, 1)),
+                _t((16,)), E), True, False),
     ("variance_size", lambda T: (_t((T, N)), _t((T, N)), _t((N,)), E, 8), False, False),
     ("residual dtype", lambda T: (_t((T, N)), _t((T, N), f16), _t((N,)), E), False, True),
     ("residual shape", lambda T: (_t((T, N)), _t((T, 1, N)), _t((N,)), E), False, True),
     ("residual strided", lambda T: (_t((T, N)), _t((T, N), strides=(1, T + 1)), _t((N,)), E),
      False, True),
-    ("weight dtype", lambda T: (_t((T, N), f32), _t((T, N), f32), _t((N,), f16), E), False, True),
+    ("f16 weight, f32 x", lambda T: (_t((T, N), f32), _t((T, N), f32), _t((N,), f16), E),
+     True, False),
+    ("weight dtype", lambda T: (_t((T, N), f32), _t((T, N), f32), _t((N,), torch.int32), E),
+     False, True),
     ("residual elsewhere", lambda T: (_t((T, N)), _t((T, N), device="meta"), _t((N,)), E),
      False, False),
     ("weight elsewhere", lambda T: (_t((T, N)), _t((T, N)), _t((N,), device="meta"), E),
@@ -300,7 +307,7 @@ def test_prioritized_fused_add_rms_norm_dispatches_to_oink(
     torch.ops.oink.fused_add_rms_norm(oink_x, oink_r, w, 1e-5)
     with op.set_priority([P, "native"]), ir.enable_torch_wrap(torch_wrap):
         assert op.dispatch(x, r, w, 1e-5).provider == P
-        assert op.dispatch(x, r, None, 1e-5).provider == "native"
+        assert op.dispatch(x, r, None, 1e-5).provider == P  # weightless norms too
         y, new_r = op(x, r, w, 1e-5)  # functional: inputs untouched
         assert torch.equal(x, x0) and torch.equal(r, r0)
         y2, new_r2 = op.maybe_inplace(x, r, w, 1e-5)  # in place
