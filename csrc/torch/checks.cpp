@@ -112,10 +112,8 @@ void set_joint_rows(NormProblem& p, const char* op, const char* arg, const Tenso
 
 }  // namespace
 
-RowView rows_of_tensor(const Tensor& t) { return check_rows("rmsnorm", "x", t); }
-
 NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Tensor>& weight,
-                              const Tensor* residual, double eps) {
+                              const Tensor* residual, double eps, RowView* x_rows) {
   const char* name = op_name(op);
   NormProblem p;
   p.op = op;
@@ -134,6 +132,7 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
   p.row_dims = rows.dims;
   p.x_strides = p.out_strides = rows.strides;
   p.x_align = pointer_alignment(x.data_ptr());
+  if (x_rows != nullptr) *x_rows = rows;
 
   if (residual != nullptr) {
     const Tensor& r = *residual;
@@ -146,6 +145,7 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
                      "overlapping storage");
     }
     set_joint_rows(p, name, "residual", x, r, p.residual_strides);
+    p.out_strides = p.x_strides;  // the fused op writes x (NormProblem::written_strides)
     p.residual_align = pointer_alignment(r.data_ptr());
   }
 
@@ -202,10 +202,10 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
   return p;
 }
 
-void check_out(NormProblem& p, const char* op, const Tensor& x, const Tensor& out) {
+void check_out(NormProblem& p, const char* op, const Tensor& x, const RowView& x_rows,
+               const Tensor& out) {
   check_like_x(op, "out", x, out);
   const RowView out_rows = check_rows(op, "out", out);
-  const RowView x_rows = check_rows(op, "x", x);
   if (rows_may_overlap(reinterpret_cast<uintptr_t>(x.data_ptr()), x_rows,
                        reinterpret_cast<uintptr_t>(out.data_ptr()), out_rows,
                        dtype_size(p.x_dtype))) {

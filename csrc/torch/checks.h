@@ -14,15 +14,15 @@ namespace oink {
 using torch::stable::Tensor;
 
 // Checks x (and, for the fused op, residual), weight and eps; returns the problem the planner
-// sees. For rmsnorm the output is not known yet: add it with check_out().
+// sees, and x's own row view in `x_rows` when given. For rmsnorm the output is not known yet:
+// add it with check_out().
 NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Tensor>& weight,
-                              const Tensor* residual, double eps);
+                              const Tensor* residual, double eps, RowView* x_rows = nullptr);
 
-// x as rows (already validated by check_norm_inputs).
-RowView rows_of_tensor(const Tensor& t);
-
-// rmsnorm: checks `out` (a caller's, for rmsnorm.out, or one just allocated) against x and
-// completes the problem with its strides and alignment. `op` names the overload in messages.
-void check_out(NormProblem& problem, const char* op, const Tensor& x, const Tensor& out);
+// rmsnorm: checks `out` (a caller's, for rmsnorm.out, or one just allocated) against x (whose
+// row view check_norm_inputs gave) and completes the problem with its strides and alignment.
+// `op` names the overload in messages.
+void check_out(NormProblem& problem, const char* op, const Tensor& x, const RowView& x_rows,
+               const Tensor& out);
 
 }  // namespace oink

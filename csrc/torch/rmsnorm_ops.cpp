@@ -142,17 +142,19 @@ NormArgs args_of(const Tensor& x, void* out, const std::optional<Tensor>& weight
 
 Tensor rmsnorm(Tensor x, std::optional<Tensor> weight, double eps) {
   require_kernels_for("rmsnorm", x);
-  NormProblem problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps);
-  Tensor out = output_for(x, rows_of_tensor(x));
-  check_out(problem, "rmsnorm", x, out);
+  RowView x_rows;
+  NormProblem problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps, &x_rows);
+  Tensor out = output_for(x, x_rows);
+  check_out(problem, "rmsnorm", x, x_rows, out);
   run("rmsnorm", problem, args_of(x, out.data_ptr(), weight, eps), x);
   return out;
 }
 
 Tensor rmsnorm_out(Tensor x, std::optional<Tensor> weight, double eps, Tensor out) {
   require_kernels_for("rmsnorm.out", x);
-  NormProblem problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps);
-  check_out(problem, "rmsnorm.out", x, out);
+  RowView x_rows;
+  NormProblem problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps, &x_rows);
+  check_out(problem, "rmsnorm.out", x, x_rows, out);
   run("rmsnorm.out", problem, args_of(x, out.data_ptr(), weight, eps), x);
   return out;
 }
@@ -170,12 +172,12 @@ std::string explain(std::string op, Tensor x, std::optional<Tensor> weight,
                     std::optional<Tensor> residual, double eps) {
   NormProblem problem;
   if (op == "rmsnorm") {
-    problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps);
+    RowView x_rows;
+    problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps, &x_rows);
     // The output rmsnorm would allocate: x's strides or dense, at the allocator's alignment.
-    const RowView x_rows = rows_of_tensor(x);
     if (!x_rows.one_row_stride()) {
       const Tensor out = output_for(x, x_rows);
-      check_out(problem, "rmsnorm", x, out);
+      check_out(problem, "rmsnorm", x, x_rows, out);
     }
   } else if (op == "fused_add_rms_norm") {
     if (!residual) throw ArgError("explain", "residual", "is required for " + op, "None");
