@@ -13,17 +13,17 @@ from pathlib import Path
 
 import torch
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from oink.bench.providers import ALL_NAMES
+    from oink.bench.peers import DEFAULT_BUILD
+    from oink.bench.providers import ALL_NAMES, DTYPES
     from oink.bench.suites import SUITES
 
     ap = argparse.ArgumentParser(
         prog="oink-bench",
-        description="oink's RMSNorm against PyTorch (and vLLM, FlashInfer, Quack when importable), "
-        "measured in one run: correctness gate, CUDA-graph device time, copy ceiling.",
+        description="oink's RMSNorm against PyTorch and the peers (Quack, FlashInfer, vLLM, "
+        "Liger), measured in one run: correctness gate, CUDA-graph device time in three "
+        "regimes, copy ceiling.",
     )
     ap.add_argument(
         "--suite",
@@ -31,9 +31,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="NAME",
         help=f"{', '.join(SUITES)} or all; repeatable or comma-separated (default: decode)",
     )
+    ap.add_argument(
+        "--matrix",
+        action="store_true",
+        help="the step-6 matrix in one run: bf16 decode (regimes hbm, l2, gemm), mid and "
+        "large, then fp16, a float32 weight and padded rows on a few shapes (oink/bench/"
+        "suites.py); not with --suite, --dtype, --weight-dtype, --pad. Default providers: all "
+        "but torch_eager (never the fastest, and slow to measure)",
+    )
+    ap.add_argument(
+        "--regime",
+        metavar="LIST",
+        help="comma list of hbm (isolated calls over buffers > 2x L2), l2 (L2-warm, 4 buffer "
+        "sets), gemm (the marginal cost between cuBLAS GEMMs); l2 and gemm apply only where "
+        "M <= 256 (default: all three for the decode suite on a GPU, hbm elsewhere)",
+    )
     ap.add_argument("--op", default="all", choices=["rmsnorm", "fused_add_rms_norm", "all"])
-    ap.add_argument("--dtype", default="bf16", choices=list(DTYPES))
-    ap.add_argument("--weight-dtype", default="same", choices=["same", "fp32"])
+    ap.add_argument("--dtype", choices=list(DTYPES), help="x's dtype (default bf16)")
+    ap.add_argument("--weight-dtype", choices=["same", "fp32"], help="(default same)")
     ap.add_argument("--pad", action="store_true", help="padded rows: row stride N + 64")
     ap.add_argument("--quick", action="store_true", help="few shapes, short timing loops")
     ap.add_argument(
@@ -46,6 +61,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--providers",
         help=f"comma-separated subset of {', '.join(ALL_NAMES)} "
         "(oink is always measured; default: all available)",
+    )
+    ap.add_argument(
+        "--peers",
+        type=Path,
+        metavar="DIR",
+        help="a prepared peers kit (oink_peers.py prepare DIR): the peers that are not "
+        "installed come from it (default: .peers in the current directory when it exists)",
+    )
+    ap.add_argument(
+        "--peers-build",
+        type=Path,
+        default=Path(DEFAULT_BUILD),
+        metavar="DIR",
+        help=f"where the kit builds its extensions, reused between runs (default: {DEFAULT_BUILD})",
     )
     ap.add_argument(
         "--device",
@@ -100,13 +129,77 @@ def _check_oink_cuda() -> str | None:
     return None
 
 
+def _parts(args: argparse.Namespace, device: str) -> list:
+    """The plan: --matrix's, or the suites of --suite in the one variant of --dtype,
+    --weight-dtype and --pad. ValueError for a bad combination."""
+    from oink.bench import suites
+
+    regimes = suites.parse_regimes(args.regime)
+    if args.matrix:
+        given = [
+            flag
+            for flag, value in (
+                ("--suite", args.suite),
+                ("--dtype", args.dtype),
+                ("--weight-dtype", args.weight_dtype),
+                ("--pad", args.pad),
+            )
+            if value
+        ]
+        if given:
+            raise ValueError(f"--matrix fixes the suites and variants; drop {', '.join(given)}")
+        parts = suites.matrix(device, args.quick)
+        if regimes:
+            parts = [dataclasses.replace(p, regimes=regimes) for p in parts]
+        return parts
+    dtype = args.dtype or "bf16"
+    wdtype = "fp32" if args.weight_dtype == "fp32" else dtype
+    variant = suites.Variant(dtype, wdtype, 64 if args.pad else 0)
+    return suites.plan(suites.parse_suites(args.suite), variant, device, args.quick, regimes)
+
+
+def _kit_loader(args: argparse.Namespace):
+    """load_kit for providers.build: the kit of --peers (or ./.peers), or None without one."""
+    from oink.bench import peers
+
+    kit_dir = args.peers or peers.default_dir()
+    if kit_dir is None:
+        return None
+    if not (kit_dir / "oink_peers.py").is_file():
+        raise ValueError(f"--peers {kit_dir}: no oink_peers.py there (a prepared peers kit?)")
+
+    def log(message: str) -> None:
+        print(f"oink-bench: {message}", file=sys.stderr, flush=True)
+
+    return lambda: peers.load(kit_dir, args.peers_build, log)
+
+
+def config_doc(cfg, args: argparse.Namespace) -> dict:
+    """The run's configuration for results.json: the parts by name and size, not every shape."""
+    doc = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "parts"}
+    doc["matrix"] = args.matrix
+    doc["parts"] = [
+        {
+            "suite": p.suite,
+            "variant": p.variant.name,
+            "dtype": p.variant.dtype,
+            "weight_dtype": p.variant.weight_dtype,
+            "pad": p.variant.pad,
+            "regimes": list(p.regimes),
+            "shapes": len(p.shapes),
+        }
+        for p in cfg.parts
+    ]
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         import oink  # noqa: F401  (loads the extension)
     except ImportError as e:
         return _fail(str(e))
-    from oink.bench import env, plots, providers, report, runner, suites, timing
+    from oink.bench import env, plots, providers, report, runner, timing
 
     if args.device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -119,9 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     if device == "cpu" and args.threads > 0:
         torch.set_num_threads(args.threads)
     try:
-        suite_names = suites.parse_suites(args.suite)
+        parts = _parts(args, device)
         requested = [p.strip() for p in args.providers.split(",")] if args.providers else None
-        by_op, found = providers.build(device, requested)
+        load_kit = _kit_loader(args)  # checked on the CPU too; used on a GPU only
+        exclude = ("torch_eager",) if args.matrix else ()
+        catalog = providers.build(device, requested, load_kit, exclude)
     except ValueError as e:
         return _fail(str(e))
 
@@ -134,13 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     out_dir = (args.out or env.default_out_dir(info)).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    dtype = DTYPES[args.dtype]
     cfg = runner.Config(
-        suites=suite_names,
+        parts=parts,
         ops=list(providers.OPS) if args.op == "all" else [args.op],
-        dtype=dtype,
-        weight_dtype=dtype if args.weight_dtype == "same" else torch.float32,
-        pad=64 if args.pad else 0,
         quick=args.quick,
         device=device,
         eps=args.eps,
@@ -149,13 +240,17 @@ def main(argv: list[str] | None = None) -> int:
         record_plans=broken is None,
     )
     where = info.get("gpu") or "CPU"
+    summary = "; ".join(f"{p.suite} {p.variant.name} ({','.join(p.regimes)})" for p in parts)
     print(
-        f"oink-bench: {where}; suites {', '.join(cfg.suites)}; ops {', '.join(cfg.ops)}; "
-        f"{args.dtype}, weight {args.weight_dtype}, pad {cfg.pad}; -> {out_dir}",
-        file=sys.stderr,
+        f"oink-bench: {where}; {summary}; ops {', '.join(cfg.ops)}; -> {out_dir}", file=sys.stderr
     )
-    for name, what in found.items():
-        print(f"oink-bench: optional provider {name}: {what}", file=sys.stderr)
+    if dropped := runner.dropped_shapes(cfg):
+        print(
+            f"oink-bench: {dropped} shape(s) left out: l2 and gemm apply only where M <= 256",
+            file=sys.stderr,
+        )
+    for name, what in catalog.found.items():
+        print(f"oink-bench: peer {name}: {what}", file=sys.stderr)
 
     ceiling = timing.copy_ceiling(device, args.quick)
     print(f"oink-bench: copy ceiling {ceiling['GBps']:.0f} GB/s", file=sys.stderr)
@@ -163,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     status = "complete"
     signal.signal(signal.SIGTERM, _interrupt)  # `timeout` too leaves the results measured so far
     try:
-        runner.run(cfg, by_op, ceiling["GBps"], records)
+        runner.run(cfg, catalog.by_op, ceiling["GBps"], records)
     except KeyboardInterrupt:
         status = "interrupted"
         print("oink-bench: interrupted; writing what was measured", file=sys.stderr)
@@ -171,20 +266,17 @@ def main(argv: list[str] | None = None) -> int:
         status = f"aborted: {type(e).__name__}: {e}"
         print(f"oink-bench: {status}", file=sys.stderr)
 
-    config = {
-        k: str(v).replace("torch.", "") if isinstance(v, torch.dtype) else v
-        for k, v in dataclasses.asdict(cfg).items()
-    }
+    config = config_doc(cfg, args)
     written = []
     if not args.no_plots:
         try:
-            written = plots.write(out_dir, records, ceiling["GBps"], where, args.dtype)
+            written = plots.write(out_dir, records, ceiling["GBps"], where)
         except Exception as e:  # plots are a view of results.json: never lose the data for them
             print(f"warning: plotting failed: {type(e).__name__}: {e}", file=sys.stderr)
-    report.write_json(out_dir / "results.json", info, config, found, ceiling, records, status)
-    md = report.markdown(info, config, found, ceiling, records, written, status)
-    (out_dir / "results.md").write_text(md)
-    print(report.summary_text(info, ceiling, records, out_dir, status))
+    run = report.Run(info, config, catalog.found, catalog.notes, catalog.kit, ceiling, status)
+    report.write_json(out_dir / "results.json", run, records)
+    (out_dir / "results.md").write_text(report.markdown(run, records, written))
+    print(report.summary_text(run, records, out_dir))
 
     if status != "complete":
         return 2

@@ -78,6 +78,21 @@ def passed(stats: dict) -> bool:
     return bool(ok)
 
 
+def why_failed(stats: dict) -> str | None:
+    """None if the statistics pass; otherwise what failed, with the numbers."""
+    if passed(stats):
+        return None
+    parts = []
+    for what, s in (("output", stats), ("new residual", stats.get("residual"))):
+        if s is None:
+            continue
+        if s["nonfinite"]:
+            parts.append(f"{what}: {s['nonfinite']} non-finite values")
+        elif not s["rel_l2"] <= s["bound"]:
+            parts.append(f"{what}: rel_l2 {s['rel_l2']:.3g} over the bound {s['bound']:.3g}")
+    return "correctness gate against float64: " + "; ".join(parts)
+
+
 def check_rmsnorm(y: torch.Tensor, x: torch.Tensor, w: torch.Tensor | None, eps: float) -> dict:
     """Statistics of y = rmsnorm(x, w, eps) against float64; `out_dtype` notes a promoted result."""
     if y.shape != x.shape:

@@ -1,166 +1,135 @@
-"""Outputs of a run: results.json (everything), results.md (tables), and the one-screen summary."""
+"""Outputs of a run: results.json (every record), results.md (tables), and the one-screen summary.
+The ratios and summaries come from ranking.py."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
-from oink.bench.providers import DESCRIPTIONS
+from oink.bench import ranking
 
 METHOD = (
-    "Correctness gate first: each provider's output against a float64 reference "
-    "(rel_l2 bound 4u for 16-bit dtypes, 1e-5 for float32; any non-finite output fails); "
-    "a provider that fails is not timed. GPU: per-call device time = median over >= 10 "
-    "replays of one CUDA graph of >= 20 calls cycling over rotating buffer sets (footprint "
-    "> 2x L2 where memory and the 256-set cap allow), each replay between CUDA events. "
-    "CPU: median of host-timed loops. GB/s from the minimum bytes: rmsnorm 2*M*N*e + N*ew, "
-    "fused add 4*M*N*e + N*ew. % ceiling against a device-to-device copy (bytes read + "
-    "written) measured in the same run. ratio = best baseline time / oink time: > 1 means "
-    "oink is faster."
+    "Correctness gate first: each provider's output (for the fused op, the returned output and "
+    "new residual) against a float64 reference (rel_l2 bound 4u for 16-bit dtypes, 1e-5 for "
+    "float32; any non-finite output fails); a provider that fails is not timed. GPU: per-call "
+    "device time = median over >= 10 replays of one CUDA graph of >= 20 calls cycling over "
+    "rotating buffer sets, each replay between CUDA events. CPU: median of host-timed loops. "
+    "GB/s from the minimum bytes: rmsnorm 2*M*N*e + N*ew, fused add 4*M*N*e + N*ew; % of the "
+    "copy ceiling against a device-to-device copy (bytes read + written) measured in the same "
+    "run. results.json's ratio_vs_best_baseline: ratio = best baseline time / oink time over "
+    "every other provider (> 1: oink faster)."
 )
+REGIMES_TEXT = (
+    "Regimes: **hbm** isolated calls over rotating buffer sets of > 2x L2 where memory and the "
+    "256-set cap allow (the footprint is recorded); **l2** the same graphs over 4 sets, "
+    "L2-resident; **gemm** the norm between GEMMs: 32 layers of (norm, then F.linear with the "
+    "layer's own [N, N] weight in x's dtype, cuBLAS) in one CUDA graph, minus the same chain "
+    "without norms, / 32; median of 15 replays of each, alternated; the fused op carries a "
+    "residual stream through the chain. l2 and gemm apply only where M <= 256; by default the "
+    "decode suite gets all three on a GPU, every other suite hbm."
+)
+RATIOS_TEXT = (
+    "`oink ×` = best peer µs / oink µs; `no-PDL ×` = best peer without PDL µs / oink_no_pdl µs; "
+    "`baseline ×` = best PyTorch baseline (torch_eager, F.rms_norm, inductor) µs / oink µs; "
+    "> 1: oink faster. Peers: quack, flashinfer_cute, flashinfer, flashinfer_nopdl, vllm, liger "
+    "(flashinfer and flashinfer_cute launch with PDL)."
+)
+_STATUS_CELL = {"unsupported": "n/a", "skipped": "skip", "failed": "**FAIL**", "error": "err"}
 
 
-def groups(records: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    """Records by (suite, op), in run order."""
-    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for r in records:
-        out[(r["suite"], r["op"])].append(r)
-    return out
+@dataclass
+class Run:
+    """What a report says about the run besides its records."""
+
+    env: dict
+    config: dict
+    found: dict  # peer: "version (source)" or why not
+    notes: dict  # provider: what it calls
+    kit: dict | None  # the peers kit's setup status
+    ceiling: dict
+    status: str
 
 
 def provider_names(records: list[dict]) -> list[str]:
-    """oink first, then the baselines in the order they were measured."""
+    """oink first, then the others in the order they were measured."""
     names = list(dict.fromkeys(r["provider"] for r in records))
     return ["oink"] + [n for n in names if n != "oink"] if "oink" in names else names
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
-def summarize(records: list[dict]) -> list[dict]:
-    """Per (suite, op): oink's geometric-mean ratio vs the best baseline, the worst shape, each
-    baseline's geometric-mean ratio, and oink's % of the copy ceiling at the suite's largest M."""
-    rows = []
-    for (suite, op), recs in groups(records).items():
-        oink = [r for r in recs if r["provider"] == "oink"]
-        timed = [r for r in oink if "ratio_vs_best_baseline" in r]
-        row = {"suite": suite, "op": op, "shapes": len(oink), "oink_ok": 0, "geomean_ratio": None}
-        row["oink_ok"] = sum(r["status"] == "ok" for r in oink)
-        row["oink_not_ok"] = [
-            f"N={r['N']} M={r['M']}: {r['status']}"
-            for r in oink
-            if r["status"] not in ("ok", "skipped")
-        ]
-        if timed:
-            worst = min(timed, key=lambda r: r["ratio_vs_best_baseline"])
-            row.update(
-                geomean_ratio=_geomean([r["ratio_vs_best_baseline"] for r in timed]),
-                min_ratio=worst["ratio_vs_best_baseline"],
-                min_where=f"N={worst['N']} M={worst['M']} vs {worst['best_baseline']}",
-                max_ratio=max(r["ratio_vs_best_baseline"] for r in timed),
-            )
-        per_base = {}
-        ok_oink = {(r["N"], r["M"]): r for r in oink if r["status"] == "ok"}
-        for name in provider_names(recs)[1:]:
-            pairs = [
-                (ok_oink[(r["N"], r["M"])], r)
-                for r in recs
-                if r["provider"] == name and r["status"] == "ok" and (r["N"], r["M"]) in ok_oink
-            ]
-            if pairs:
-                per_base[name] = _geomean([b["time_us"] / o["time_us"] for o, b in pairs])
-        row["geomean_ratio_per_baseline"] = per_base
-        ok = [r for r in oink if r["status"] == "ok"]
-        if ok:
-            m_max = max(r["M"] for r in ok)
-            pcts = [r["pct_ceiling"] for r in ok if r["M"] == m_max]
-            row.update(large_m=m_max, pct_ceiling_large_m=(min(pcts), max(pcts)))
-        rows.append(row)
-    return rows
-
-
-def write_json(
-    path: Path,
-    env: dict,
-    config: dict,
-    found: dict,
-    ceiling: dict,
-    records: list[dict],
-    status: str,
-) -> None:
+def write_json(path: Path, run: Run, records: list[dict]) -> None:
     doc = {
-        "schema": 1,
-        "status": status,
-        "env": env,
-        "config": config,
-        "method": METHOD,
-        "providers": {n: DESCRIPTIONS[n] for n in provider_names(records) if n in DESCRIPTIONS},
-        "providers_found": found,
-        "copy_ceiling": ceiling,
-        "summary": summarize(records),
+        "schema": 2,
+        "status": run.status,
+        "env": run.env,
+        "config": run.config,
+        "method": f"{METHOD} {REGIMES_TEXT} {RATIOS_TEXT}",
+        "providers": {n: run.notes[n] for n in provider_names(records) if n in run.notes},
+        "providers_found": run.found,
+        "peers_kit": run.kit,
+        "copy_ceiling": run.ceiling,
+        "summary_by_regime": ranking.summarize_by_regime(records),
+        "summary": ranking.summarize(records),
         "results": records,
     }
     path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
 
+# --- cells -------------------------------------------------------------------------------------
+
+
 def _cell(r: dict | None) -> str:
+    """µs (% of the copy ceiling); the gemm regime's marginal µs alone (no bandwidth)."""
     if r is None:
         return ""
-    status = r["status"]
-    if status == "ok":
-        return f"{r['time_us']:.2f} ({r['GBps']:.0f})"
-    return {"unsupported": "-", "skipped": "skip", "failed": "**FAIL**", "error": "err"}.get(
-        status, status
-    )
+    if r["status"] != "ok":
+        return _STATUS_CELL.get(r["status"], r["status"])
+    if r["regime"] == "gemm" or "pct_ceiling" not in r:
+        return f"{r['time_us']:.2f}"
+    return f"{r['time_us']:.2f} ({r['pct_ceiling']:.0f}%)"
 
 
-def _table(recs: list[dict], names: list[str], value) -> list[str]:
-    by_shape: dict[tuple[int, int], dict[str, dict]] = defaultdict(dict)
-    for r in recs:
-        by_shape[(r["N"], r["M"])][r["provider"]] = r
-    return [
-        " | ".join(["", str(n), str(m), *value(by_shape[(n, m)], names), ""]).strip()
-        for (n, m) in sorted(by_shape)
+def _x(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "-"
+
+
+def _stat(row: dict, key: str, where: bool = True) -> str:
+    s = row.get(key)
+    if not s:
+        return "-"
+    worst = f"{s['worst']:.2f}" + (f" ({s['worst_where']})" if where else "")
+    return f"**{s['geomean']:.2f}** / {worst}"
+
+
+def _shape_row(cells: dict[str, dict], names: list[str]) -> list[str]:
+    c = ranking.compare_cell(list(cells.values()))
+    return [_cell(cells.get(n)) for n in names] + [
+        c.get("best_peer", "-"),
+        _x(c.get("oink_x")),
+        _x(c.get("no_pdl_x")),
+        c.get("best_baseline", "-"),
+        _x(c.get("baseline_x")),
     ]
-
-
-def _main_row(cells: dict[str, dict], names: list[str]) -> list[str]:
-    out = [_cell(cells.get(n)) for n in names]
-    o = cells.get("oink")
-    if o and o["status"] == "ok":
-        ratio = o.get("ratio_vs_best_baseline")
-        out += [
-            f"{o['pct_ceiling']:.0f}%",
-            o.get("best_baseline", "-"),
-            f"**{ratio:.2f}**" if ratio is not None else "-",
-        ]
-    else:
-        out += ["-", "-", "-"]
-    return out
 
 
 def _host_row(cells: dict[str, dict], names: list[str]) -> list[str]:
-    return [
-        f"{cells[n]['host_us']:.1f}" if n in cells and "host_us" in cells[n] else "-" for n in names
-    ]
+    return [f"{cells[n]['host_us']:.1f}" if "host_us" in cells.get(n, {}) else "-" for n in names]
 
 
-def markdown(
-    env: dict,
-    config: dict,
-    found: dict,
-    ceiling: dict,
-    records: list[dict],
-    plots: list[str],
-    status: str,
-) -> str:
-    where = env.get("gpu") or f"CPU ({env.get('host_cpu')}, {env.get('cpu_threads')} threads)"
-    lines = [f"# oink benchmark: {where}", ""]
-    if status != "complete":
-        lines += [f"**Run incomplete: {status}**", ""]
+def _rows(shapes: dict[tuple[int, int], list[dict]], names: list[str], value) -> list[str]:
+    out = []
+    for (n, m), recs in sorted(shapes.items()):
+        cells = {r["provider"]: r for r in recs}
+        out.append(" | ".join(["", str(n), str(m), *value(cells, names), ""]).strip())
+    return out
+
+
+# --- sections ----------------------------------------------------------------------------------
+
+
+def _facts(run: Run) -> list[str]:
+    env, config = run.env, run.config
     facts = [
         ("command", f"`{env['command']}`"),
         ("date (UTC)", env["date_utc"]),
@@ -174,94 +143,154 @@ def markdown(
             ("L2", f"{(env['l2_bytes'] or 0) >> 20} MiB"),
             ("SMs", env["sm_count"]),
         ]
+    parts = [
+        f"{p['suite']} {p['variant']} ({', '.join(p['regimes'])}; {p['shapes']} shapes)"
+        for p in config.get("parts", [])
+    ]
     facts += [
-        ("dtype / weight / pad", f"{config['dtype']} / {config['weight_dtype']} / {config['pad']}"),
-        ("copy ceiling", f"{ceiling['GBps']:.0f} GB/s ({ceiling['method']})"),
+        ("measured", "; ".join(parts)),
+        ("copy ceiling", f"{run.ceiling['GBps']:.0f} GB/s ({run.ceiling['method']})"),
         ("oink.explain", env.get("explain", "not probed")),
-        ("optional providers", ", ".join(f"{k}: {v}" for k, v in found.items()) or "none tried"),
+        ("peers", "; ".join(f"{k}: {v}" for k, v in run.found.items()) or "none tried"),
     ]
-    lines += [f"- {k}: {v}" for k, v in facts] + ["", METHOD, "", "Providers:", ""]
-    lines += [f"- `{n}`: {DESCRIPTIONS[n]}" for n in provider_names(records) if n in DESCRIPTIONS]
-    lines += ["", "## Summary", ""]
-    lines += [
-        "| suite | op | oink ok | geomean ratio | min ratio (where) "
-        "| oink % ceiling at largest M |",
-        "|---|---|---|---|---|---|",
+    if run.kit:
+        facts.append(("peers kit", run.kit.get("kit", "?")))
+    return [f"- {k}: {v}" for k, v in facts]
+
+
+def _summary_tables(records: list[dict]) -> list[str]:
+    lines = [
+        "## Summary: oink against the best peer",
+        "",
+        RATIOS_TEXT + " Cells: **geomean** / worst (where), over the shapes of every suite and "
+        "variant.",
+        "",
+        "| regime | op | oink ok | oink × best peer | no-PDL × best no-PDL peer | baseline × |",
+        "|---|---|---:|---|---|---|",
     ]
-    for s in summarize(records):
-        gm, mn, pc = summary_cells(s, unit="", m_label="(M={})")
+    for s in ranking.summarize_by_regime(records):
         lines.append(
-            f"| {s['suite']} | {s['op']} | {s['oink_ok']}/{s['shapes']} | {gm} | {mn} | {pc} |"
+            f"| {s['regime']} | {s['op']} | {s['oink_ok']}/{s['shapes']} | "
+            f"{_stat(s, 'oink_x')} | {_stat(s, 'no_pdl_x')} | {_stat(s, 'baseline_x', False)} |"
         )
-    for (suite, op), recs in groups(records).items():
-        names = provider_names(recs)
+    lines += [
+        "",
+        "Per suite and variant (worst shapes in the tables below):",
+        "",
+        "| suite | variant | regime | op | oink ok | oink × | no-PDL × | baseline × "
+        "| oink % ceiling at largest M |",
+        "|---|---|---|---|---:|---|---|---|---|",
+    ]
+    for s in ranking.summarize(records):
+        pc = "-"
+        if "pct_ceiling_large_m" in s:
+            lo, hi = s["pct_ceiling_large_m"]
+            pc = f"{lo:.0f}-{hi:.0f}% (M={s['large_m']})"
+        lines.append(
+            f"| {s['suite']} | {s['variant']} | {s['regime']} | {s['op']} | "
+            f"{s['oink_ok']}/{s['shapes']} | {_stat(s, 'oink_x', False)} | "
+            f"{_stat(s, 'no_pdl_x', False)} | {_stat(s, 'baseline_x', False)} | {pc} |"
+        )
+    return lines
+
+
+def _part_tables(key: tuple, shapes: dict, host_iters: int) -> list[str]:
+    suite, variant, op, regime = key
+    recs = [r for rs in shapes.values() for r in rs]
+    names = provider_names(recs)
+    unit = (
+        "marginal µs per norm in the GEMM chain"
+        if regime == "gemm"
+        else "µs per call (% of the copy ceiling)"
+    )
+    lines = [
+        "",
+        f"## {suite} · {op} · {variant} · {regime}",
+        "",
+        f"{unit}; n/a, skip, FAIL, err: see [Why n/a](#why-na).",
+        "",
+        "| N | M | " + " | ".join(names) + " | best peer | oink × | no-PDL × | best baseline "
+        "| baseline × |",
+        "|---:|---:" + "|---:" * len(names) + "|---|---:|---:|---|---:|",
+    ]
+    lines += _rows(shapes, names, _shape_row)
+    if any("host_us" in r for r in recs):
         lines += [
             "",
-            f"## {suite}: {op} ({config['dtype']}), µs per call (GB/s)",
+            f"Eager host time per call, µs ({suite}, {op}, {variant}): a loop of {host_iters} "
+            "eager calls, host clock, synchronize at the end.",
             "",
-            "ratio = best baseline time / oink time (> 1: oink faster); "
-            "% ceiling = oink's GB/s over the copy ceiling.",
-            "",
-            "| N | M | " + " | ".join(names) + " | oink % ceiling | best baseline | ratio |",
-            "|---" * (len(names) + 5) + "|",
+            "| N | M | " + " | ".join(names) + " |",
+            "|---:|---:" + "|---:" * len(names) + "|",
         ]
-        lines += _table(recs, names, _main_row)
-        if any("host_us" in r for r in recs):
-            lines += [
-                "",
-                f"Eager host time per call, µs ({suite}, {op}): a loop of "
-                f"{config['host_iters']} eager calls, host clock, synchronize at the end.",
-                "",
-                "| N | M | " + " | ".join(names) + " |",
-                "|---" * (len(names) + 2) + "|",
-            ]
-            lines += _table(recs, names, _host_row)
-    bad = [r for r in records if r["status"] in ("failed", "error")]
-    if bad:
-        lines += ["", "## Failures and errors", ""]
-        for r in bad:
-            err = r.get("errors", {})
-            stats = f" rel_l2={err['rel_l2']:.3g} (bound {err['bound']:.3g})" if err else ""
-            lines.append(
-                f"- {r['suite']} {r['op']} N={r['N']} M={r['M']} {r['provider']}: "
-                f"{r['status']}: {r.get('reason', '')}{stats}"
-            )
+        lines += _rows(shapes, names, _host_row)
+    return lines
+
+
+def why_na(records: list[dict], limit: int = 4) -> list[str]:
+    """One line per (provider, status, reason): how many cells, and where."""
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    for r in records:
+        if r["status"] != "ok":
+            key = (r["provider"], r["status"], r.get("reason", ""))
+            groups[key].append(" ".join(ranking.part_key(r)))
+    lines = []
+    for (provider, status, reason), where in groups.items():
+        places = list(dict.fromkeys(where))
+        shown = ", ".join(places[:limit]) + (
+            f" and {len(places) - limit} more" if len(places) > limit else ""
+        )
+        lines.append(f"- `{provider}` {status} ({len(where)} cells): {reason}. In: {shown}")
+    return lines
+
+
+def markdown(run: Run, records: list[dict], plots: list[str]) -> str:
+    where = run.env.get("gpu") or (
+        f"CPU ({run.env.get('host_cpu')}, {run.env.get('cpu_threads')} threads)"
+    )
+    lines = [f"# oink benchmark: {where}", ""]
+    if run.status != "complete":
+        lines += [f"**Run incomplete: {run.status}**", ""]
+    lines += _facts(run) + ["", METHOD, "", REGIMES_TEXT, "", "Providers:", ""]
+    lines += [f"- `{n}`: {run.notes[n]}" for n in provider_names(records) if n in run.notes]
+    lines += [""] + _summary_tables(records)
+    for key, shapes in ranking.cells(records).items():
+        lines += _part_tables(key, shapes, run.config.get("host_iters", 0))
+    lines += ["", "## Why n/a", ""]
+    lines += why_na(records) or ["Every provider ran and passed its gate everywhere."]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     return "\n".join(lines) + "\n"
 
 
-def summary_cells(s: dict, unit: str, m_label: str) -> tuple[str, str, str]:
-    """Geomean ratio, min ratio (where) and % of ceiling at the largest M of one summary row."""
-    gm = f"{s['geomean_ratio']:.2f}{unit}" if s["geomean_ratio"] else "-"
-    mn = f"{s['min_ratio']:.2f}{unit} ({s['min_where']})" if "min_ratio" in s else "-"
-    pc = "-"
-    if "pct_ceiling_large_m" in s:
-        lo, hi = s["pct_ceiling_large_m"]
-        pc = f"{lo:.0f}-{hi:.0f}% " + m_label.format(s["large_m"])
-    return gm, mn, pc
-
-
-def summary_text(env: dict, ceiling: dict, records: list[dict], out_dir: Path, status: str) -> str:
-    where = env.get("gpu") or "CPU"
+def summary_text(run: Run, records: list[dict], out_dir: Path) -> str:
+    where = run.env.get("gpu") or "CPU"
     lines = [
-        f"oink bench on {where}: torch {env['torch']}, oink {env['oink_revision']}, "
-        f"copy ceiling {ceiling['GBps']:.0f} GB/s"
+        f"oink bench on {where}: torch {run.env['torch']}, oink {run.env['oink_revision']}, "
+        f"copy ceiling {run.ceiling['GBps']:.0f} GB/s"
     ]
-    if status != "complete":
-        lines.append(f"RUN INCOMPLETE: {status}")
+    if run.status != "complete":
+        lines.append(f"RUN INCOMPLETE: {run.status}")
     lines.append(
-        f"{'suite':7} {'op':19} {'ok':>6} {'geomean':>8} {'min (where)':>40} {'%ceil@maxM':>14}"
+        f"{'suite':8} {'variant':11} {'regime':6} {'op':19} {'ok':>7}  "
+        "geomean / worst of: oink x best peer | no-PDL x | baseline x"
     )
-    for s in summarize(records):
-        gm, mn, pc = summary_cells(s, unit="x", m_label="M={}")
+
+    def stat(s: dict, key: str) -> str:
+        v = s.get(key)
+        return f"{v['geomean']:.2f}x / {v['worst']:.2f}x" if v else "-"
+
+    for s in ranking.summarize(records):
         ok = f"{s['oink_ok']}/{s['shapes']}"
-        lines.append(f"{s['suite']:7} {s['op']:19} {ok:>6} {gm:>8} {mn:>40} {pc:>14}")
-        per = ", ".join(f"{k} {v:.2f}x" for k, v in s["geomean_ratio_per_baseline"].items())
-        if per:
-            lines.append(f"{'':8}oink vs each (geomean of time ratios): {per}")
+        lines.append(
+            f"{s['suite']:8} {s['variant']:11} {s['regime']:6} {s['op']:19} {ok:>7}  "
+            f"{stat(s, 'oink_x')} | {stat(s, 'no_pdl_x')} | {stat(s, 'baseline_x')}"
+        )
         for bad in s["oink_not_ok"]:
-            lines.append(f"{'':8}oink {bad}")
-    lines.append("ratio = best baseline time / oink time (> 1: oink faster)")
+            lines.append(f"{'':9}oink {bad}")
+    lines.append("x = the other's time / oink's (> 1: oink faster)")
+    na = {r["provider"] for r in records if r["status"] != "ok" and ranking.group_of(r) == "peer"}
+    if na:
+        lines.append(f"peers not timed somewhere (results.md, Why n/a): {', '.join(sorted(na))}")
     lines.append(f"results: {out_dir}/results.json, {out_dir}/results.md")
     return "\n".join(lines)

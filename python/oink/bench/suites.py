@@ -1,8 +1,19 @@
-"""Shape lists: (N, M) pairs per suite, for the GPU and for the smaller CPU mode (issue 3)."""
+"""What a run measures: (N, M) pairs per suite, for the GPU and for the smaller CPU mode (issue 3);
+the variants (dtype, weight dtype, row padding); the timing regimes and where they apply; and the
+step-6 matrix that `--matrix` measures in one run (issue 6)."""
 
 from __future__ import annotations
 
-SUITES = ("decode", "mid", "dsv3", "large", "large_n", "quack", "sweep")
+from dataclasses import dataclass
+
+SUITES = ("decode", "mid", "dsv3", "large", "large_n", "quack", "sweep", "variants")
+
+# Timing regimes (GUIDE §3): isolated calls over rotating buffers larger than 2x L2 (HBM-cold);
+# L2-warm (few buffer sets); between GEMMs (the marginal cost of a norm in a chain of cuBLAS GEMMs).
+REGIMES = ("hbm", "l2", "gemm")
+# l2 and gemm are decode regimes: above this M a few buffer sets no longer fit in L2, and a norm
+# between GEMMs is the large-M case, where the GEMMs dwarf it and hbm already says what it costs.
+DECODE_REGIME_MAX_M = 256
 
 
 def _pow2(lo: int, hi: int) -> list[int]:
@@ -29,6 +40,8 @@ _GPU = {
     "quack": ([4096], _pow2(8192, 524288)),
     # The scaling picture: N = 1024 ... 262144 at a few M.
     "sweep": (_pow2(1024, 262144), [1, 256, 4096]),
+    # fp16, a float32 weight and padded rows on a few shapes (the matrix's variants).
+    "variants": ([7168, 8192], [1, 256, 4096, 16384]),
 }
 
 _GPU_QUICK = {
@@ -39,6 +52,7 @@ _GPU_QUICK = {
     "large_n": ([32768, 262144], [1024]),
     "quack": ([4096], [8192, 131072]),
     "sweep": ([1024, 16384, 262144], [1, 4096]),
+    "variants": ([7168], [1, 4096]),
 }
 
 # CPU mode: same suites, shapes scaled down so a 2-core machine finishes in seconds.
@@ -50,6 +64,7 @@ _CPU = {
     "large_n": ([32768, 65536], [16]),
     "quack": ([4096], _pow2(256, 2048)),
     "sweep": (_pow2(1024, 32768), [1, 64]),
+    "variants": ([4096], [1, 256]),
 }
 
 _CPU_QUICK = {
@@ -60,6 +75,7 @@ _CPU_QUICK = {
     "large_n": ([32768], [8]),
     "quack": ([4096], [256, 1024]),
     "sweep": ([1024, 8192, 32768], [1, 64]),
+    "variants": ([4096], [1, 64]),
 }
 
 # A shape is skipped when one buffer set (its two M*N tensors: x and the output for rmsnorm, x and
@@ -96,6 +112,12 @@ def set_budget(device: str, device_memory: int = 0) -> int:
     return CPU_SET_BUDGET_BYTES
 
 
+def chain_budget(device: str, device_memory: int = 0) -> int:
+    """Memory for the gemm regime's weights (32 of N x N): a quarter of a GPU's memory (35 GB on
+    an H200; N = 8192 takes 4 GiB in 16-bit, 8 GiB in float32), 1 GiB on the CPU."""
+    return device_memory // 4 if device == "cuda" else 1 << 30
+
+
 def parse_suites(values: list[str] | None) -> list[str]:
     """--suite is repeatable and takes comma lists; 'all' means every suite."""
     names: list[str] = []
@@ -111,3 +133,102 @@ def parse_suites(values: list[str] | None) -> list[str]:
             else:
                 raise ValueError(f"unknown suite {name!r}; expected one of {', '.join(SUITES)}")
     return list(dict.fromkeys(names))
+
+
+# --- variants, regimes and the plan ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variant:
+    """x's dtype, the weight's dtype and the row padding (row stride N + pad) of a measurement."""
+
+    dtype: str  # "bf16", "fp16" or "fp32"
+    weight_dtype: str
+    pad: int = 0
+
+    @property
+    def name(self) -> str:
+        """bf16, fp16, bf16-w32 (float32 weight), bf16-pad64 (row stride N + 64), ..."""
+        weight = ""
+        if self.weight_dtype != self.dtype:
+            weight = "-w32" if self.weight_dtype == "fp32" else f"-w{self.weight_dtype}"
+        return self.dtype + weight + (f"-pad{self.pad}" if self.pad else "")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One block of a run: a suite's shapes in one variant, each timed in the regimes that apply
+    to it (regimes_for)."""
+
+    suite: str
+    variant: Variant
+    shapes: tuple[tuple[int, int], ...]  # (N, M), N-major, M ascending
+    regimes: tuple[str, ...]  # requested; regimes_for() filters them per shape
+
+
+def parse_regimes(value: str | None) -> tuple[str, ...] | None:
+    """--regime: a comma list of hbm, l2, gemm (None: each suite's default)."""
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [v for v in names if v not in REGIMES]
+    if unknown or not names:
+        raise ValueError(f"unknown regime(s) {unknown or [value]}; expected some of hbm, l2, gemm")
+    return tuple(r for r in REGIMES if r in names)
+
+
+def default_regimes(suite: str, device: str) -> tuple[str, ...]:
+    """All three for the decode suite on a GPU; hbm elsewhere. On the CPU there is no L2-warm or
+    launch-overlap story to tell, and a GEMM chain of 32 layers per call would take minutes."""
+    return REGIMES if suite == "decode" and device == "cuda" else ("hbm",)
+
+
+def regimes_for(requested: tuple[str, ...], m: int) -> tuple[str, ...]:
+    """The regimes a shape is timed in: hbm always (when requested); l2 and gemm only where
+    M <= DECODE_REGIME_MAX_M (256)."""
+    return tuple(r for r in requested if r == "hbm" or m <= DECODE_REGIME_MAX_M)
+
+
+def plan(
+    suite_names: list[str],
+    variant: Variant,
+    device: str,
+    quick: bool,
+    regimes: tuple[str, ...] | None,
+) -> list[Part]:
+    """One part per suite in one variant (the command line without --matrix)."""
+    return [
+        Part(s, variant, tuple(shapes(s, device, quick)), regimes or default_regimes(s, device))
+        for s in suite_names
+    ]
+
+
+BF16 = Variant("bf16", "bf16")
+MATRIX_VARIANTS = (
+    Variant("fp16", "fp16"),
+    Variant("bf16", "fp32"),  # bf16 with a float32 weight (Gemma- and Quack-style)
+    Variant("bf16", "bf16", pad=64),  # padded rows: row stride N + 64
+)
+
+# The step-6 matrix (`--matrix`), on a GPU: bf16 over decode (three regimes), mid and large, then
+# each variant on a few shapes, both ops everywhere. Sized to fit in about 8 minutes on an H200
+# with every peer, their JIT compiles included; change it here, nowhere else.
+_MATRIX_GPU = (
+    ("decode", BF16, [4096, 7168, 8192], _pow2(1, 256), REGIMES),
+    ("mid", BF16, [4096, 7168, 8192], [1024, 2048], ("hbm",)),
+    ("large", BF16, [4096, 6144, 7168, 8192, 16384], [4096, 16384, 65536], ("hbm",)),
+    *(("variants", v, [7168, 8192], [1, 256, 4096, 16384], ("hbm",)) for v in MATRIX_VARIANTS),
+)
+
+
+def matrix(device: str, quick: bool) -> list[Part]:
+    """The --matrix plan. With --quick or on the CPU: the same parts on that mode's shapes of each
+    suite (CPU: hbm only, see default_regimes)."""
+    out = []
+    for suite, variant, ns, ms, regimes in _MATRIX_GPU:
+        if device == "cuda" and not quick:
+            pairs = tuple((n, m) for n in ns for m in ms)
+        else:
+            pairs = tuple(shapes(suite, device, quick))
+        out.append(Part(suite, variant, pairs, regimes if device == "cuda" else ("hbm",)))
+    return out
