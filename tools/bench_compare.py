@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     host: dict[str, list[float]] = defaultdict(list)
     flagged = []
     for r in ours["results"]:
-        if r["status"] != "ok":
+        if r["status"] != "ok" or r.get("regime", "hbm") != "hbm":  # one row per key, as before
             continue
         k = _key(r["op"], r["provider"], r["dtype"], r["weight_dtype"], r["pad"], r["N"], r["M"])
         if k not in ref:

@@ -2,9 +2,11 @@
 checked against one benchmark session, shape by shape.
 
 RUN_DIR holds the main run's results.json (bf16, `--suite decode,mid,large,large_n --op all`
-with the provider `oink_no_pdl`), and may hold the sub-runs `tools/gpu_run.sh bench` writes:
-`fp32-weight/` and `pad/` (oink against itself) and `decode-l2-warm/` (decode with
-`--max-sets 20`, the reference baselines' regime; used for the decode targets when present).
+with the provider `oink_no_pdl`, or `--matrix`), and may hold sub-runs: `fp32-weight/` and `pad/`
+(oink against itself) and `decode-l2-warm/` (decode with `--max-sets 20`, the reference baselines'
+regime; used for the decode targets when present). A `--matrix` run holds all of that in one
+results.json: its l2 regime stands in for `decode-l2-warm/`, its variants bf16-w32 and bf16-pad64
+for the sub-runs. Only the hbm regime's rows are the main run's (rows without a regime are hbm).
 REFERENCE files are the stored baselines (../shared/baselines/h200-*.json): vLLM's and
 FlashInfer's kernels, which are rarely installed where oink is measured. A target a session has
 no data for is reported as "no data", never as met. A lab tool, not part of the installed
@@ -53,15 +55,18 @@ def verdict(target: str, rows: list[Row]) -> Verdict:
     return Verdict(target, sum(r.meets for r in rows), len(rows), f"{worst.shape}: {worst.value}")
 
 
-def load_run(path: str) -> dict[tuple, dict]:
-    """{(suite, op, provider, N, M): result}; a results.json holds one dtype, weight dtype and
-    row padding."""
+def load_run(path: str, regime: str = "hbm", variant: str | None = None) -> dict[tuple, dict]:
+    """{(suite, op, provider, N, M): result} of one regime; of one variant if named (else every
+    row: a results.json without --matrix holds one dtype, weight dtype and row padding, and a
+    --matrix run measures its other variants under the suite "variants")."""
     with open(path) as f:
         doc = json.load(f)
     return {
         (r["suite"], r["op"], r["provider"], r["N"], r["M"]): r
         for r in doc["results"]
         if r.get("status") == "ok"
+        and r.get("regime", "hbm") == regime
+        and (variant is None or r.get("variant") == variant)
     }
 
 
@@ -130,8 +135,11 @@ def ceiling(run: dict, suite: str, op: str, limit_pct: float) -> Verdict:
 def against_itself(run: dict, other: dict, name: str, limit: float = 1.05) -> Verdict:
     """oink's time in a variant run (fp32 weight, padded rows) over the main run's."""
     rows = []
+    # By (op, provider, N, M), whatever the suite: a --matrix run's variants are one suite of their
+    # own, at shapes of the main run's decode and large suites.
+    main = {k[1:]: r for k, r in run.items() if k[0] != "variants"}
     for key, r in sorted(other.items()):
-        base = run.get(key)
+        base = main.get(key[1:]) if key[0] == "variants" else run.get(key)
         if key[2] in ("oink", "oink_no_pdl") and base:
             q = r["time_us"] / base["time_us"]
             shape = f"{key[1]} {key[2]} N={key[3]} M={key[4]}"
@@ -155,18 +163,21 @@ def evaluate(run_dir: str, reference_files: list[str], overlays: list[str] = ())
         run.update(load_run(os.path.join(overlay, "results.json")))
     reference = load_reference(reference_files) if reference_files else {}
 
-    def sub(name: str) -> dict:
+    def sub(name: str, regime: str = "hbm", variant: str | None = None) -> dict:
+        """A sub-run's rows, else the same data in the main run's results.json (--matrix)."""
         path = os.path.join(run_dir, name, "results.json")
-        return load_run(path) if os.path.exists(path) else {}
+        if os.path.exists(path):
+            return load_run(path)
+        return load_run(os.path.join(run_dir, "results.json"), regime, variant)
 
-    warm = sub("decode-l2-warm") or run  # the reference's regime, where measured
+    warm = sub("decode-l2-warm", "l2") or run  # the reference's regime, where measured
     out = [decode(warm, reference, op) for op in OPS]
     out += [decode_pdl(run, "rmsnorm", 1.5), decode_pdl(run, "fused_add_rms_norm", 1.8)]
     out += [mid(run, reference, op) for op in OPS]
     out += [ceiling(run, "large", "rmsnorm", 92), ceiling(run, "large", "fused_add_rms_norm", 97)]
     out += [ceiling(run, "large_n", op, 85) for op in OPS]
-    out += [against_itself(run, sub("fp32-weight"), "fp32 weight")]
-    out += [against_itself(run, sub("pad"), "padded rows")]
+    out += [against_itself(run, sub("fp32-weight", variant="bf16-w32"), "fp32 weight")]
+    out += [against_itself(run, sub("pad", variant="bf16-pad64"), "padded rows")]
     out += [eager(run)]
     return out
 

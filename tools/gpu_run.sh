@@ -12,13 +12,16 @@
 #                                    (default: all; they run in this order, the sanitizer first
 #                                    so that a run cut off by the time limit still has it)
 #   BENCH_ARGS="--suite decode,dsv3,quack --op all" tools/gpu_run.sh bench   # one run; default:
-#                                    the step-3 matrix (bf16, fp16, fp32 weight, padded rows)
+#                                    `--matrix` (bf16 decode in 3 regimes, mid, large; fp16,
+#                                    fp32 weight, padded rows), with the peers kit of .peers
+#                                    when it is there
 #   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
 #
 # Time on one H200 (2026-11-30): build 35-45 s, sanitize ~270 s before racecheck dropped the
 # PDL-off pass (expect ~160 s), test with PYTEST_K="not cpu" ~240 s, kernels+schedules+profile
-# ~50 s, bench 60-90 s per suite set. One device call may run 600 s: verification (build
-# sanitize test) and measurement (build kernels schedules profile bench) fit in one call each.
+# ~50 s, bench (--matrix with the peers) an estimated 5-8 minutes, peers' JIT compiles included.
+# One device call may run 600 s: verification (build sanitize test) fits in one call, and
+# `build bench` in another; kernels schedules profile in a third.
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
 # sanitizer.log, kernels.txt, schedules.txt, profile.txt and bench.tar.gz.
@@ -153,28 +156,30 @@ if has_stage bench; then
   if python3 -c "import oink.bench" 2>/dev/null; then
     start=$SECONDS
     dir=/tmp/oink-bench && rm -rf "$dir"
+    peers=()
+    if [[ -f .peers/oink_peers.py ]]; then
+      # The peers kit (carried: `carry: [".peers", ".peers-build"]`); its extensions are built in
+      # /tmp, outside the tree, starting from the builds made on the CPU machine when carried
+      # (same sources, torch and nvcc: they load without a compile).
+      mkdir -p /tmp/peers-build
+      [[ -d .peers-build ]] && cp -a .peers-build/. /tmp/peers-build/
+      peers=(--peers .peers --peers-build /tmp/peers-build)
+    fi
     run_bench() { # SUBDIR ARGS...: one oink-bench run into $dir/SUBDIR
       local sub=$1 && shift
-      note "-- bench ${sub:-.}: $*"
+      note "-- bench ${sub:-.}: $* ${peers[*]-}"
       # The progress bar's lines stay out of the summary; the tables and the verdicts go in.
-      python3 -m oink.bench "$@" --out "$dir/$sub" 2>&1 | grep -av '^\[[#.]' | tail -40 |
-        tee -a "$SUMMARY"
+      python3 -m oink.bench "$@" ${peers[@]+"${peers[@]}"} --out "$dir/$sub" 2>&1 |
+        grep -av '^\[[#.]' | tail -60 | tee -a "$SUMMARY"
     }
     if [[ -n ${BENCH_ARGS:-} ]]; then
       # shellcheck disable=SC2086
       run_bench "" $BENCH_ARGS
     else
-      # The step-3 matrix: every regime against the same-run baselines (bf16), fp16, and oink
-      # alone with a float32 weight and with padded rows (their targets compare oink to itself).
-      # The eager composite is never the best baseline; leaving it out keeps this in one call.
-      run_bench "" --suite decode,mid,large,large_n --op all \
-        --providers oink,oink_no_pdl,F.rms_norm,inductor
-      run_bench fp16 --dtype fp16 --suite decode,large --op all \
-        --providers oink,oink_no_pdl,F.rms_norm,inductor
-      run_bench fp32-weight --weight-dtype fp32 --suite decode,mid,large --op all \
-        --providers oink,oink_no_pdl --no-plots
-      run_bench pad --pad --suite decode,mid,large --op all --providers oink,oink_no_pdl --no-plots
-      # The targets against this session (the references of ../shared are not on the device:
+      # The step-6 matrix in one run (oink/bench/suites.py): bf16 decode in three regimes, mid
+      # and large, then fp16, a float32 weight and padded rows, against every peer and PyTorch.
+      run_bench "" --matrix
+      # The step-3 targets against this session (the references of ../shared are not on the device:
       # rerun it here with them: python tools/bench_targets.py DIR ../shared/baselines/*.json).
       python3 tools/bench_targets.py "$dir" 2>&1 | tee -a "$SUMMARY"
     fi

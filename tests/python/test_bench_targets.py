@@ -141,3 +141,31 @@ def test_the_lab_tools_are_not_in_the_package():
 
     package = Path(oink.bench.__file__).parent
     assert not (package / "targets.py").exists() and not (package / "compare.py").exists()
+
+
+def test_a_matrix_run_holds_the_warm_regime_and_the_variants_in_one_file(tmp_path):
+    def row(provider, us, regime="hbm", variant="bf16", suite="decode"):
+        r = result(suite, "rmsnorm", provider, 4096, 1, us)
+        r.update(regime=regime, variant=variant)
+        return r
+
+    run = write_run(
+        tmp_path / "run",
+        [
+            row("oink_no_pdl", 1.6),
+            row("inductor", 2.5),
+            row("oink_no_pdl", 1.6, regime="l2"),
+            row("inductor", 1.8, regime="l2"),  # warm: 1.6 / 1.8 = 0.89x, a miss
+            row("oink", 1.0),
+            row("oink", 1.0, regime="gemm"),  # never taken for the hbm rows
+            row("oink", 1.03, variant="bf16-pad64", suite="variants"),
+        ],
+    )
+    v = by_target(targets.evaluate(str(run), []))
+    decode = v["decode rmsnorm <= 0.8x the best (no PDL)"]
+    assert (decode.met, decode.total) == (0, 1) and decode.worst.endswith("0.89x")
+    pad = v["padded rows within 5% of the main run"]
+    assert (pad.met, pad.total) == (1, 1) and pad.worst == "rmsnorm oink N=4096 M=1: 1.030x"
+    assert v["fp32 weight within 5% of the main run"].status == "no data"
+    hbm = targets.load_run(str(run / "results.json"))
+    assert hbm[("decode", "rmsnorm", "oink", 4096, 1)]["time_us"] == 1.0

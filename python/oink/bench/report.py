@@ -49,7 +49,6 @@ class Run:
     notes: dict  # provider: what it calls
     kit: dict | None  # the peers kit's setup status
     ceiling: dict
-    status: str
 
 
 def provider_names(records: list[dict]) -> list[str]:
@@ -58,10 +57,10 @@ def provider_names(records: list[dict]) -> list[str]:
     return ["oink"] + [n for n in names if n != "oink"] if "oink" in names else names
 
 
-def write_json(path: Path, run: Run, records: list[dict]) -> None:
+def write_json(path: Path, run: Run, records: list[dict], status: str) -> None:
     doc = {
         "schema": 2,
-        "status": run.status,
+        "status": status,
         "env": run.env,
         "config": run.config,
         "method": f"{METHOD} {REGIMES_TEXT} {RATIOS_TEXT}",
@@ -244,13 +243,13 @@ def why_na(records: list[dict], limit: int = 4) -> list[str]:
     return lines
 
 
-def markdown(run: Run, records: list[dict], plots: list[str]) -> str:
+def markdown(run: Run, records: list[dict], plots: list[str], status: str) -> str:
     where = run.env.get("gpu") or (
         f"CPU ({run.env.get('host_cpu')}, {run.env.get('cpu_threads')} threads)"
     )
     lines = [f"# oink benchmark: {where}", ""]
-    if run.status != "complete":
-        lines += [f"**Run incomplete: {run.status}**", ""]
+    if status != "complete":
+        lines += [f"**Run incomplete: {status}**", ""]
     lines += _facts(run) + ["", METHOD, "", REGIMES_TEXT, "", "Providers:", ""]
     lines += [f"- `{n}`: {run.notes[n]}" for n in provider_names(records) if n in run.notes]
     lines += [""] + _summary_tables(records)
@@ -263,14 +262,14 @@ def markdown(run: Run, records: list[dict], plots: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def summary_text(run: Run, records: list[dict], out_dir: Path) -> str:
+def summary_text(run: Run, records: list[dict], out_dir: Path, status: str) -> str:
     where = run.env.get("gpu") or "CPU"
     lines = [
         f"oink bench on {where}: torch {run.env['torch']}, oink {run.env['oink_revision']}, "
         f"copy ceiling {run.ceiling['GBps']:.0f} GB/s"
     ]
-    if run.status != "complete":
-        lines.append(f"RUN INCOMPLETE: {run.status}")
+    if status != "complete":
+        lines.append(f"RUN INCOMPLETE: {status}")
     lines.append(
         f"{'suite':8} {'variant':11} {'regime':6} {'op':19} {'ok':>7}  "
         "geomean / worst of: oink x best peer | no-PDL x | baseline x"

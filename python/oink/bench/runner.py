@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -474,10 +475,16 @@ def dropped_shapes(cfg: Config) -> int:
 
 
 def run(
-    cfg: Config, by_op: dict[str, list[Provider]], ceiling_gbps: float, records: list[dict]
+    cfg: Config,
+    by_op: dict[str, list[Provider]],
+    ceiling_gbps: float,
+    records: list[dict],
+    checkpoint: Callable[[str], None] | None = None,
 ) -> None:
     """Appends every record of the run to `records` as it is made (part, op, N, M, provider,
-    regime order), so that a run stopped by an exception still leaves what it measured."""
+    regime order), so that a run stopped by an exception still leaves what it measured.
+    checkpoint(where) is called after each part (a suite in one variant) but the last: a run
+    killed without a chance to write its results (SIGKILL at a time limit) keeps those parts."""
     shapes = plan_shapes(cfg)
     progress = Progress(sum(len(by_op[s.op]) * len(s.regimes) for s in shapes))
     cfg.cache_bytes = cache_bytes(cfg.device)
@@ -488,7 +495,10 @@ def run(
     cfg.chain_budget = suites.chain_budget(cfg.device, memory)
     weights = ChainWeights(cfg)
     try:
-        for shape in shapes:
+        for i, shape in enumerate(shapes):
             measure_shape(cfg, shape, by_op[shape.op], ceiling_gbps, progress, records, weights)
+            last = i + 1 == len(shapes)
+            if checkpoint and not last and shapes[i + 1].part is not shape.part:
+                checkpoint(f"{shape.part.suite} {shape.part.variant.name} done")
     finally:
         progress.close()
