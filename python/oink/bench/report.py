@@ -86,7 +86,8 @@ def _cell(r: dict | None) -> str:
         return _STATUS_CELL.get(r["status"], r["status"])
     if r["regime"] == "gemm" or "pct_ceiling" not in r:
         return f"{r['time_us']:.2f}"
-    return f"{r['time_us']:.2f} ({r['pct_ceiling']:.0f}%)"
+    pct = r["pct_ceiling"]
+    return f"{r['time_us']:.2f} ({pct:.1f}%)" if pct < 10 else f"{r['time_us']:.2f} ({pct:.0f}%)"
 
 
 def _x(value: float | None) -> str:
