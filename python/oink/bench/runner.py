@@ -30,7 +30,7 @@ class Config:
     quick: bool
     device: str  # "cuda" or "cpu"
     eps: float = 1e-6
-    max_sets: int = 256
+    max_sets: int = 8192
     max_total_bytes: int = 4 << 30  # cap on the rotating buffers' footprint
     replays: int = 10
     host_iters: int = 200
