@@ -297,6 +297,15 @@ def test_gemm_marginal_is_the_difference_of_medians_per_layer():
     assert m["time_us_max"] == pytest.approx((130 - 40) / 10)
 
 
+def test_gemm_marginal_smaller_than_its_spread_is_noise():
+    steady = chain.marginal([110.0, 111.0, 112.0], [100.0, 100.5, 101.0], layers=1)
+    assert chain.noise(steady) is None  # 10.5 us, spread 3 us
+    drifting = chain.marginal([1900.0, 1700.0, 2000.0], [1850.0, 1900.0, 1950.0], layers=32)
+    assert "noisy" in chain.noise(drifting)  # marginal ~0.3 us, spread ~9 us
+    negative = chain.marginal([99.0, 99.5, 99.2], [100.0, 100.1, 100.2], layers=1)
+    assert "noisy" in chain.noise(negative)
+
+
 def test_gemm_chain_wiring():
     gen = torch.Generator().manual_seed(0)
     n, eps = 32, 1e-6

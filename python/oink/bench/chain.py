@@ -81,6 +81,20 @@ def marginal(with_norms_us: list[float], without_us: list[float], layers: int) -
     }
 
 
+def noise(m: dict) -> str | None:
+    """Why a marginal cannot be trusted, or None. The chain's GEMMs dominate its time (at N=8192,
+    M=256 on an H200: ~1.8 ms for 32 norms of ~4 us), and their replay-to-replay drift can exceed
+    the norms' whole cost: a marginal whose spread (extreme replays) is larger than itself, or
+    that is not positive, says nothing about the norm."""
+    spread = m["time_us_max"] - m["time_us_min"]
+    if m["time_us"] <= 0 or spread > m["time_us"]:
+        return (
+            f"noisy: marginal {m['time_us']:.2f} us, replays spread {spread:.2f} us "
+            f"(chain {m['chain_us']:.0f} us)"
+        )
+    return None
+
+
 def capture(run: Callable) -> torch.cuda.CUDAGraph:
     """run() eagerly on a side stream first (JIT compiles of Quack and FlashInfer-CuTe per dtype
     and N, torch.compile, cuBLAS handles and workspaces: none may happen inside the capture), then

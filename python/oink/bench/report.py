@@ -36,7 +36,13 @@ RATIOS_TEXT = (
     "> 1: oink faster. Peers: quack, flashinfer_cute, flashinfer, flashinfer_nopdl, vllm, liger "
     "(flashinfer and flashinfer_cute launch with PDL)."
 )
-_STATUS_CELL = {"unsupported": "n/a", "skipped": "skip", "failed": "**FAIL**", "error": "err"}
+_STATUS_CELL = {
+    "unsupported": "n/a",
+    "skipped": "skip",
+    "failed": "**FAIL**",
+    "error": "err",
+    "noisy": "noisy",
+}
 
 
 @dataclass
@@ -207,7 +213,7 @@ def _part_tables(key: tuple, shapes: dict, host_iters: int) -> list[str]:
         "",
         f"## {suite} · {op} · {variant} · {regime}",
         "",
-        f"{unit}; n/a, skip, FAIL, err: see [Why n/a](#why-na).",
+        f"{unit}; n/a, skip, FAIL, err, noisy: see [Why n/a](#why-na).",
         "",
         "| N | M | " + " | ".join(names) + " | best peer | oink × | no-PDL × | best baseline "
         "| baseline × |",

@@ -300,7 +300,7 @@ def measure_shape(
                 plan = f"explain failed: {e}"
             for rec in recs:
                 rec["plan"] = plan
-    _ratios(records[first:])
+    add_ratios(records[first:])
     del buf
     if cfg.device == "cuda" and set_bytes > (256 << 20):
         torch.cuda.empty_cache()
@@ -393,6 +393,9 @@ def _time(cfg: Config, shape: Shape, p: Provider, buf: Buffers, rec: dict, weigh
             rec.update(status="skipped", reason=why)
             return
         rec.update(_gemm(cfg, shape, p, buf, weights))
+        if why := chain.noise(rec):
+            rec.update(status="noisy", reason=why)
+            return
     else:
         call = _call(op, p, used, buf.w, cfg.eps)
         calls = buf.hbm_calls if regime == "hbm" else timing.MIN_CALLS_PER_GRAPH
@@ -436,7 +439,7 @@ def _gemm(cfg: Config, shape: Shape, p: Provider, buf: Buffers, weights: ChainWe
     return {**out, "weights_bytes": chain.weights_bytes(shape.n, shape.dtype, len(ws))}
 
 
-def _ratios(records: list[dict]) -> None:
+def add_ratios(records: list[dict]) -> None:
     """Per regime of one shape: ratio_vs_best_baseline = the fastest other provider's time / this
     provider's (> 1: faster); and on oink's records, ranking.compare_cell's peers and ratios."""
     by_regime: dict[str, list[dict]] = {}
