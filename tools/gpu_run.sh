@@ -19,7 +19,8 @@
 #
 # Time on one H200 (2026-11-30): build 35-45 s, sanitize ~270 s before racecheck dropped the
 # PDL-off pass (expect ~160 s), test with PYTEST_K="not cpu" ~240 s, kernels+schedules+profile
-# ~50 s, bench (--matrix with the peers) an estimated 5-8 minutes, peers' JIT compiles included.
+# ~50 s, bench (--matrix with the peers) about 5 minutes (290 s on 2026-12-01), peers' JIT
+# compiles included.
 # One device call may run 600 s: verification (build sanitize test) fits in one call, and
 # `build bench` in another; kernels schedules profile in a third.
 #
@@ -178,7 +179,8 @@ if has_stage bench; then
     else
       # The step-6 matrix in one run (oink/bench/suites.py): bf16 decode in three regimes, mid
       # and large, then fp16, a float32 weight and padded rows, against every peer and PyTorch.
-      run_bench "" --matrix
+      # 4096 rotating sets: the reference run's (290 s on an H200 with every peer's JIT).
+      run_bench "" --matrix --max-sets 4096
       # The step-3 targets against this session (the references of ../shared are not on the device:
       # rerun it here with them: python tools/bench_targets.py DIR ../shared/baselines/*.json).
       python3 tools/bench_targets.py "$dir" 2>&1 | tee -a "$SUMMARY"
