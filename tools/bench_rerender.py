@@ -28,7 +28,8 @@ def rerender(out_dir: Path) -> str:
         cells.setdefault((r["suite"], r.get("variant"), r["op"], r["N"], r["M"]), []).append(r)
     for recs in cells.values():
         for r in recs:
-            r.pop("vs", None), r.pop("best_baseline", None), r.pop("ratio_vs_best_baseline", None)
+            for key in ("vs", "best_baseline", "ratio_vs_best_baseline"):
+                r.pop(key, None)
         runner.add_ratios(recs)
     run = report.Run(
         doc["env"],
