@@ -1,8 +1,8 @@
 """A representative subset of oink's CUDA launches for compute-sanitizer: every kernel variant
-(registers with 1/2/4 chunks, two-pass, streamed), vector and element-wise I/O, both ops, every
-dtype and weight combination, padded and unaligned rows, the layouts of GUIDE §1 (QKV head views,
-transposed views, rmsnorm.out into a head view, the fused op on independent views, no weight),
-with and without PDL. Exits non-zero if any result is wrong.
+(registers with 1/2/4 chunks, two-pass, streamed, tile), vector and element-wise I/O, both ops,
+every dtype and weight combination, padded and unaligned rows, the layouts of GUIDE §1 (QKV head
+views, transposed views, rmsnorm.out into a head view, the fused op on independent views, no
+weight), with and without PDL. Exits non-zero if any result is wrong.
 
 Results are checked on the CPU so that the only kernels racecheck sees are oink's and copies:
 PyTorch's own CUDA reduction (the float64 mean of a GPU-side reference) reports shared-memory
@@ -17,16 +17,18 @@ import oink
 from oink.testing import DTYPE_COMBOS, DTYPES, padded_rows, rmsnorm_reference, schedule_test_rows
 
 CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072]  # 1, 2, 4 chunks/thread; two-pass
-STREAMED_N = [64, 4096, 16384, 32768]  # persistent CTAs: 128 / 256 / 1024 threads; 4 chunks
+# Large batches: streamed (64: persistent 128-thread CTAs), tile (4096: 2 rows per CTA, rmsnorm;
+# 6144 and 16384: both ops, 128 and 256 threads), registers with 4 chunks (32768).
+LARGE_N = [64, 4096, 6144, 16384, 32768]
 
 
 def cases(dtype):
-    """(M, N, pad, offset): 5 rows of every N, aligned and not; streamed batches, contiguous and
+    """(M, N, pad, offset): 5 rows of every N, aligned and not; large batches, contiguous and
     with padded (still aligned) rows."""
     for n in CASES_N:
         for pad, offset in [(0, 0), (3, 1)]:
             yield 5, n, pad, offset
-    for n in STREAMED_N:
+    for n in LARGE_N:
         for pad in (0, 64):
             yield schedule_test_rows(n, dtype), n, pad, 0
 

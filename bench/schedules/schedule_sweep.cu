@@ -66,8 +66,8 @@ struct Candidate {
   bool weight = true;
 };
 
-// The planner's plan, the same without PDL, without weight (decode), the registers schedule,
-// and every streamed (stages, CTAs per SM) that fits.
+// The planner's plan, the same without PDL, without weight (decode), the registers and tile
+// schedules widened to every row, and every streamed (stages, CTAs per SM) that fits.
 std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   std::vector<Candidate> out;
   LaunchOptions no_pdl;
@@ -75,34 +75,53 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   const NormPlan chosen = plan_on_device(p, d, 0);
   out.push_back({"planner", chosen});
   out.push_back({"planner_no_pdl", plan_on_device(p, d, 0, no_pdl)});
-  if (p.rows <= 256) {
+  if (p.rows <= 16) {
     NormProblem unweighted = p;
     unweighted.has_weight = false;
     out.push_back({"no_weight_no_pdl", plan_on_device(unweighted, d, 0, no_pdl), false});
     return out;
   }
-  NormProblem one_row = p;
-  one_row.rows = 1;
-  NormPlan registers = plan_on_device(one_row, d, 0);  // the per-row schedule, widened to all rows
-  registers.grid = (p.rows + registers.rows_per_cta - 1) / registers.rows_per_cta;
-  out.push_back({"registers", registers});
-  // The streamed layout of this op and row (planned for a batch large enough to stream), the
-  // template of every (stages, CTAs per SM) below, whether or not the planner streams this M.
-  NormProblem many = p;
-  many.rows = int64_t{1} << 20;
-  const NormPlan streamed = plan_on_device(many, d, 0);
-  if (streamed.variant != KernelVariant::kStreamed) return out;
+  // A plan made for `rows` rows of `op`, launched over p.rows: the same schedule at another batch
+  // size (and, for the tile schedule, the other op's: the planner may not pick it for this one).
+  auto widened = [&](int64_t rows, NormOp op) {
+    NormProblem q = p;
+    q.rows = rows;
+    q.op = op;
+    NormPlan plan = plan_on_device(q, d, 0);
+    plan.use_pdl = chosen.use_pdl;
+    if (plan.variant != KernelVariant::kStreamed) {
+      plan.grid = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
+    }
+    if (plan.variant == KernelVariant::kTile) {
+      plan.smem_bytes = static_cast<int>(tile_smem_bytes(p, plan.block_threads));
+    }
+    return plan;
+  };
+  out.push_back({"registers", widened(1, p.op)});  // the per-row schedule
+  const NormPlan many = widened(int64_t{1} << 20, NormOp::kRmsNorm);
+  if (many.variant == KernelVariant::kTile) {
+    out.push_back({"tile", many});
+    NormPlan no_pdl_tile = many;
+    no_pdl_tile.use_pdl = false;
+    out.push_back({"tile_no_pdl", no_pdl_tile});
+  }
+  // The streamed layout of this op and row: one lane per thread, its slots per thread.
+  NormPlan streamed = widened(1, p.op);
+  if (p.op != NormOp::kRmsNorm || !streamed.vector_io || p.rows <= 256) return out;
+  streamed.variant = KernelVariant::kStreamed;
+  streamed.chunks_per_thread = static_cast<int>(
+      (streamed.chunks_per_row + streamed.threads_per_row - 1) / streamed.threads_per_row);
   for (int stages = kMinStages; stages <= kMaxStages; ++stages) {
     for (int ctas : {1, 2, 3, 4, 5, 6, 8}) {
       NormPlan plan = streamed;
-      plan.use_pdl = chosen.use_pdl;
       plan.stages = stages;
       plan.smem_bytes = static_cast<int>(
           streamed_smem_bytes(p, plan.chunks_per_thread, plan.block_threads, stages));
       plan.grid = int64_t{d.sm_count} * ctas;
       const int64_t per_sm = plan.smem_bytes + kStreamedStaticSmemBytes + d.reserved_smem_per_block;
-      if (ctas * per_sm > d.max_smem_per_sm || ctas * plan.block_threads > d.max_threads_per_sm) {
-        continue;  // would not be resident at once
+      if (ctas * per_sm > d.max_smem_per_sm || ctas * plan.block_threads > d.max_threads_per_sm ||
+          plan.grid > p.rows / plan.rows_per_cta) {
+        continue;  // would not be resident at once, or more CTAs than row groups
       }
       out.push_back({"streamed_s" + std::to_string(stages) + "_c" + std::to_string(ctas), plan});
     }
@@ -146,9 +165,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: oink_schedule_sweep [OP N M]\n");
     return 2;
   } else {
-    const int64_t shapes[][2] = {{4096, 1},     {7168, 1},     {7168, 64},
-                                 {4096, 1024},  {7168, 1024},  {4096, 65536},
-                                 {6144, 16384}, {7168, 65536}, {16384, 16384}};
+    const int64_t shapes[][2] = {
+        {4096, 1},     {7168, 1},     {7168, 64},    {4096, 128},   {7168, 128},   {4096, 256},
+        {7168, 256},   {4096, 512},   {7168, 512},   {4096, 1024},  {7168, 1024},  {8192, 1024},
+        {4096, 65536}, {6144, 16384}, {7168, 65536}, {8192, 65536}, {16384, 16384}};
     for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
       for (const auto& s : shapes) cases.push_back({op, s[0], s[1]});
     }

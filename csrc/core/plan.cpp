@@ -100,7 +100,40 @@ StreamedShape streamed_shape(const NormProblem& p, const DeviceInfo& d, int chun
   return best;
 }
 
+// The tile schedule: rmsnorm rows of 16-byte chunks whose reduction layout it can fold (at least
+// kTileMinThreadsPerRow lanes of at most kTileMaxChunksPerLane chunks), any row layout.
+bool tile_fits(const NormProblem& p, const DeviceInfo& d, int threads_per_row, int64_t chunks,
+               bool vector_io) {
+  if (!vector_io) return false;
+  if (threads_per_row < kTileMinThreadsPerRow) return false;
+  if (chunks > int64_t{kTileMaxChunksPerLane} * threads_per_row) return false;
+  const int threads = threads_per_row / kTileLanesPerThread;
+  const int block = std::max(threads, kSharedCtaThreads);
+  return d.max_smem_per_sm > 0 &&
+         tile_smem_bytes(p, block) + kTileStaticSmemBytes <= d.max_smem_per_block;
+}
+
+// Whether the tile schedule beats the registers one for a batch of `groups` tile row groups: from
+// kTileMinGroupsPerSm groups per SM for rmsnorm. The fused op's registers kernel holds both
+// streams and the weight in registers with every load issued first, and kept up with the tile
+// (H200, bench/schedules, bf16, M=65536: N=4096 529.5 against 534.0 us, N=7168 922.3 against
+// 922.0, N=8192 1043.2 against 1061.5) except where its CTAs are weak: 1024-thread CTAs, one per
+// SM, whose every row barrier idles the SM (N=16384, M=16384: 559.2 against 531.8 us), and rows
+// where half the lanes or more hold one chunk instead of two, their registers idle (N=6144,
+// M=16384: 208.7 against 199.5 us).
+bool tile_pays(const NormProblem& p, int threads_per_row, int64_t chunks, int64_t groups,
+               const DeviceInfo& d) {
+  if (groups < kTileMinGroupsPerSm * d.sm_count) return false;
+  if (p.op == NormOp::kRmsNorm) return true;
+  return threads_per_row == kMaxThreadsPerRow || 2 * chunks <= 3 * int64_t{threads_per_row};
+}
+
 }  // namespace
+
+int64_t tile_smem_bytes(const NormProblem& p, int block_threads) {
+  const int streams = p.op == NormOp::kFusedAddRmsNorm ? 2 : 1;
+  return int64_t{16} * kTileSlotsPerThread * block_threads * streams;
+}
 
 int64_t streamed_smem_bytes(const NormProblem& p, int chunks_per_thread, int block_threads,
                             int stages) {
@@ -120,6 +153,8 @@ const char* variant_name(KernelVariant v) {
       return "two_pass";
     case KernelVariant::kStreamed:
       return "streamed";
+    case KernelVariant::kTile:
+      return "tile";
   }
   return "?";
 }
@@ -156,8 +191,20 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
                                        ? streamed_shape(p, device, static_cast<int>(needed),
                                                         plan.block_threads, plan.rows_per_cta)
                                        : StreamedShape{};
-    if (streamed.stages > 0 &&
-        streamed_pays(groups, int64_t{device.sm_count} * streamed.ctas_per_sm)) {
+    const int tile_threads_per_row = plan.threads_per_row / kTileLanesPerThread;
+    const int tile_rows_per_cta = std::max(1, kSharedCtaThreads / tile_threads_per_row);
+    const int64_t tile_groups = ceil_div(p.rows, tile_rows_per_cta);
+    if (tile_fits(p, device, plan.threads_per_row, plan.chunks_per_row, plan.vector_io) &&
+        tile_pays(p, plan.threads_per_row, plan.chunks_per_row, tile_groups, device)) {
+      plan.variant = KernelVariant::kTile;
+      plan.lanes_per_thread = kTileLanesPerThread;
+      plan.rows_per_cta = tile_rows_per_cta;
+      plan.block_threads = tile_threads_per_row * tile_rows_per_cta;
+      plan.chunks_per_thread = kTileSlotsPerThread;
+      plan.smem_bytes = static_cast<int>(tile_smem_bytes(p, plan.block_threads));
+      plan.grid = tile_groups;
+    } else if (streamed.stages > 0 &&
+               streamed_pays(groups, int64_t{device.sm_count} * streamed.ctas_per_sm)) {
       plan.variant = KernelVariant::kStreamed;
       plan.chunks_per_thread = static_cast<int>(needed);
       plan.stages = streamed.stages;
@@ -196,8 +243,13 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
   if (tpr != threads_per_row_for(p.cols, p.x_dtype)) {
     return "threads_per_row must depend on (N, dtype) only (batch invariance)";
   }
-  if (plan.block_threads != tpr * plan.rows_per_cta || plan.block_threads > kMaxThreadsPerRow) {
-    return "block_threads must be threads_per_row * rows_per_cta and at most 1024";
+  const bool tile = plan.variant == KernelVariant::kTile;
+  if (plan.lanes_per_thread != (tile ? kTileLanesPerThread : 1)) {
+    return "lanes_per_thread must be kTileLanesPerThread for the tile variant, else 1";
+  }
+  if (plan.block_threads != tpr / plan.lanes_per_thread * plan.rows_per_cta ||
+      plan.block_threads > kMaxThreadsPerRow) {
+    return "block_threads must be threads_per_row / lanes_per_thread * rows_per_cta, at most 1024";
   }
   if (plan.block_threads % 32 != 0 && plan.rows_per_cta != 1) return "partial warps";
   if (plan.vector_io && !aligned_for_vectors(p, plan.chunk_elems)) {
@@ -213,8 +265,8 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
   }
   const int c = plan.chunks_per_thread;
   const bool streamed = plan.variant == KernelVariant::kStreamed;
-  if (streamed != (plan.stages != 0) || streamed != (plan.smem_bytes != 0)) {
-    return "stages and smem_bytes belong to the streamed variant only";
+  if (streamed != (plan.stages != 0) || (streamed || tile) != (plan.smem_bytes != 0)) {
+    return "stages belong to the streamed variant only, smem_bytes to streamed and tile";
   }
   if (plan.variant == KernelVariant::kRowInRegisters) {
     if (c != 1 && c != 2 && c != 4) return "chunks_per_thread must be 1, 2 or 4";
@@ -236,8 +288,21 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
       return "shared memory exceeds the device's";
     }
     if (plan.grid > ceil_div(p.rows, plan.rows_per_cta)) return "more CTAs than row groups";
+  } else if (tile) {
+    if (!tile_fits(p, device, tpr, plan.chunks_per_row, plan.vector_io)) {
+      return "the tile variant needs vector I/O, rows of at least kTileMinThreadsPerRow lanes of "
+             "at most kTileMaxChunksPerLane chunks, and its shared memory";
+    }
+    if (c != kTileSlotsPerThread) return "tile chunks_per_thread must be kTileSlotsPerThread";
+    if (plan.block_threads > kTileMaxThreads) return "tile CTAs hold at most kTileMaxThreads";
+    if (plan.smem_bytes != tile_smem_bytes(p, plan.block_threads)) {
+      return "smem_bytes does not match the tile layout";
+    }
+    if (plan.smem_bytes + kTileStaticSmemBytes > device.max_smem_per_block) {
+      return "shared memory exceeds the device's";
+    }
   } else if (c != 0) {
-    return "only row_in_registers and streamed keep chunks per thread";
+    return "only row_in_registers, streamed and tile keep chunks per thread";
   }
   if (!streamed && plan.grid != ceil_div(p.rows, plan.rows_per_cta)) {
     return "non-persistent plans have one CTA per row group";
@@ -269,6 +334,7 @@ std::string describe(const NormPlan& plan, const NormProblem& p, const DeviceInf
        " x_strides=" + list([&](int d) { return to_string(p.x_strides.s[d]); });
   s += " chunk_elems=" + to_string(plan.chunk_elems) + " vector_io=" + to_string(plan.vector_io) +
        " threads_per_row=" + to_string(plan.threads_per_row) +
+       " lanes_per_thread=" + to_string(plan.lanes_per_thread) +
        " chunks_per_thread=" + to_string(plan.chunks_per_thread) +
        " rows_per_cta=" + to_string(plan.rows_per_cta) +
        " block_threads=" + to_string(plan.block_threads) + " grid=" + to_string(plan.grid) +

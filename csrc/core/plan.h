@@ -21,6 +21,7 @@ enum class KernelVariant : uint8_t {
   kRowInRegisters,  // CUDA: the row is read once into registers, written once
   kTwoPass,   // CUDA: rows too long for registers: pass 1 sums, pass 2 re-reads (L2) and writes
   kStreamed,  // CUDA: persistent CTAs keep `stages` rows in flight in shared memory (cp.async)
+  kTile,      // CUDA: one small CTA per row group, each thread plays several reduction lanes
 };
 
 const char* variant_name(KernelVariant v);
@@ -45,6 +46,26 @@ inline constexpr int kStreamedThreadsPerSm = 1024;
 // 6.3-8.7 MB in flight, and 11-13 MB ran up to 25% slower (N=4096: 283 us at 6.3 MB, 359 us at
 // 12.7 MB). A Blackwell value is not measured.
 inline constexpr int64_t kStreamedBytesInFlight = 7 << 20;
+// The tile schedule (kernels/norm_tile.cuh) runs a row on threads_per_row / kTileLanesPerThread
+// threads, each playing kTileLanesPerThread lanes of the row's reduction layout (the same
+// chunks, sums and tree as threads_per_row threads: the same bits) with up to
+// kTileMaxChunksPerLane chunks per lane in shared-memory slots. 4 lanes of 2 chunks make 8
+// chunks per thread: the leaders' amortization of a row's fixed cost (~8 chunks per thread, one
+// small CTA per row group). A row's tile threads fill whole warps, so rows of fewer than
+// kTileMinThreadsPerRow lanes (N < 2048 at 16 bits) keep the registers schedule.
+inline constexpr int kTileLanesPerThread = 4;
+inline constexpr int kTileMaxChunksPerLane = 2;
+inline constexpr int kTileSlotsPerThread = kTileLanesPerThread * kTileMaxChunksPerLane;
+inline constexpr int kTileMinThreadsPerRow = 32 * kTileLanesPerThread;
+inline constexpr int kTileMaxThreads = kMaxThreadsPerRow / kTileLanesPerThread;
+// Static shared memory of the tile kernel: the sums of up to 32 lane warps, float64 at most.
+inline constexpr int kTileStaticSmemBytes = kTileMaxThreads * kTileLanesPerThread / 32 * 8;
+// Row groups per SM from which rmsnorm takes the tile schedule; below, the registers schedule
+// (one lane per thread: the shortest path through a row) is faster. Measured on the H200
+// (bench/schedules, bf16): at 2 groups per SM registers won (N=4096, M=512: 3.92 against
+// 4.56 us; N=7168, M=256: 3.97 against 4.32), at 4 the tile did (N=4096, M=1024: 6.32 against
+// 6.77; N=7168, M=512: 5.65 against 6.60).
+inline constexpr int64_t kTileMinGroupsPerSm = 3;
 // Static shared memory of the streamed kernel (two rows of warp partial sums, float64 at most),
 // which the opt-in per-block limit includes.
 inline constexpr int kStreamedStaticSmemBytes = 2 * 32 * 8;
@@ -54,15 +75,19 @@ struct NormPlan {
   int chunk_elems = 8;         // elements of x in one 16-byte chunk: the unit of row ownership
   int64_t chunks_per_row = 0;  // ceil(N / chunk_elems)
   bool vector_io = false;   // chunks move as 16-byte vectors (every pointer, stride and N aligned)
-  int threads_per_row = 1;  // a power of two; depends on (N, dtype) only
+  int threads_per_row = 1;  // a power of two; depends on (N, dtype) only: the reduction lanes
+  // Reduction lanes one CUDA thread plays: kTileLanesPerThread for kTile, else 1. A row runs on
+  // threads_per_row / lanes_per_thread threads.
+  int lanes_per_thread = 1;
   // kRowInRegisters: register capacity (1, 2 or 4); kStreamed: shared-memory slots per thread
-  // and stream (ceil(chunks_per_row / threads_per_row)); 0 for kTwoPass.
+  // and stream (ceil(chunks_per_row / threads_per_row)); kTile: kTileSlotsPerThread shared-memory
+  // slots; 0 for kTwoPass.
   int chunks_per_thread = 0;
   int rows_per_cta = 1;   // rows that share one CTA (a row group)
-  int block_threads = 1;  // threads_per_row * rows_per_cta
+  int block_threads = 1;  // threads_per_row / lanes_per_thread * rows_per_cta
   int64_t grid = 0;       // CTAs (CUDA) or tasks (CPU); kStreamed: persistent, <= row groups
   int stages = 0;         // kStreamed: row groups in flight per CTA; 0 otherwise
-  int smem_bytes = 0;     // dynamic shared memory per CTA (kStreamed)
+  int smem_bytes = 0;     // dynamic shared memory per CTA (kStreamed, kTile)
   bool use_pdl = false;   // programmatic dependent launch (see KernelImage)
   // The image of the plan's kernel the CUDA runtime runs on the device (0: not asked, CPU).
   int image_sass_arch = 0;
@@ -99,6 +124,10 @@ NormPlan make_plan(const NormProblem& problem, const DeviceInfo& device,
 // Dynamic shared memory of a streamed plan: the weight slots plus `stages` stages.
 int64_t streamed_smem_bytes(const NormProblem& problem, int chunks_per_thread, int block_threads,
                             int stages);
+
+// Dynamic shared memory of a tile plan: kTileSlotsPerThread 16-byte slots per thread and stream
+// (x, and the fused op's residual).
+int64_t tile_smem_bytes(const NormProblem& problem, int block_threads);
 
 // Empty if `plan` is consistent with `problem`, otherwise the first broken invariant.
 std::string plan_violation(const NormPlan& plan, const NormProblem& problem,

@@ -103,6 +103,18 @@ __device__ __forceinline__ V unpack(const Raw<V>& r) {
 template <bool kVector, typename V>
 inline constexpr bool kHoldsRaw = kVector && sizeof(typename V::Element) == 2;
 
+// The same bytes as another type of the same size (a 16-byte chunk <-> a shared-memory slot).
+template <typename To, typename From>
+__device__ __forceinline__ To bit_cast(const From& from) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast keeps the size");
+  union {
+    From from;
+    To to;
+  } u;
+  u.from = from;
+  return u.to;
+}
+
 // One chunk of kN elements starting at column `col` of a row of `n` columns.
 // kVector: the whole chunk is in bounds and aligned (the plan guarantees it), one vector access.
 // Otherwise: element by element, columns >= n read as zero and are never written.

@@ -5,12 +5,16 @@
 //   norm_kernel<.., kChunks > 0>  row_in_registers (kernels/norm_row_group.cuh): decode and
 //                                 mid-size batches, lowest latency.
 //   norm_kernel<.., 0>            two_pass (same file): rows too long for registers.
+//   norm_tile_kernel              tile (kernels/norm_tile.cuh): one small CTA per row group, 8
+//                                 chunks per thread; rmsnorm batches from a wave of rows up.
 //   norm_streamed_kernel          streamed (kernels/norm_streamed.cuh): persistent CTAs keep rows
-//                                 in flight through cp.async; large rmsnorm batches.
+//                                 in flight through cp.async; large rmsnorm batches of rows too
+//                                 long for the tile.
 //
-// Row ownership is the same in all three (see core/plan.h): chunk c of a row belongs to thread
+// Row ownership is the same in all four (see core/plan.h): chunk c of a row belongs to lane
 // c % threads_per_row, which sums its chunks in increasing order before device::row_sum()
-// combines the threads in a fixed tree. A row's bits depend on (N, dtype) and its values only.
+// combines the lanes in a fixed tree (a tile thread plays several lanes, device::folded_row_sum).
+// A row's bits depend on (N, dtype) and its values only.
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -22,18 +26,19 @@
 #include "kernels/norm_row.cuh"
 #include "kernels/norm_row_group.cuh"
 #include "kernels/norm_streamed.cuh"
+#include "kernels/norm_tile.cuh"
 
 namespace oink {
 namespace {
 
 // Shared memory above 48 KiB, static and dynamic together, must be opted into, per kernel and
-// device. Done once per instantiation and device, to the device's limit, whatever this plan needs,
-// so that every later plan fits. (On the H200 a plan of exactly 48 KiB of dynamic shared memory
+// device. Done once per kernel and device, to the device's limit, whatever this plan needs, so
+// that every later plan fits. (On the H200 a plan of exactly 48 KiB of dynamic shared memory
 // plus the kernel's 512 static bytes failed to launch before the first opt-in.) The flag lives in
-// a function templated on the kernel's parameters: every instantiation has the same pointer type,
-// so a static keyed on that type would be shared by all of them.
-template <typename T, typename W, int kChunks>
-cudaError_t allow_large_smem_streamed() {
+// a function templated on the kernel itself: every instantiation has the same pointer type, so a
+// static keyed on that type would be shared by all of them.
+template <auto kKernel>
+cudaError_t allow_large_smem() {
   static std::atomic<uint64_t> devices_done{0};
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
@@ -43,12 +48,11 @@ cudaError_t allow_large_smem_streamed() {
   int limit = 0;
   err = cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess) return err;
-  const auto kernel = norm_streamed_kernel<T, W, kChunks>;
   cudaFuncAttributes attributes{};
-  err = cudaFuncGetAttributes(&attributes, kernel);
+  err = cudaFuncGetAttributes(&attributes, kKernel);
   if (err != cudaSuccess) return err;
   // The opt-in limit covers static and dynamic shared memory together.
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              limit - static_cast<int>(attributes.sharedSizeBytes));
   if (err == cudaSuccess) devices_done.fetch_or(bit, std::memory_order_release);
   return err;
@@ -57,7 +61,7 @@ cudaError_t allow_large_smem_streamed() {
 // The kernel a plan runs, and what must happen once before it may launch.
 struct SelectedKernel {
   const void* function = nullptr;      // nullptr: the plan names no instantiated kernel
-  cudaError_t (*prepare)() = nullptr;  // streamed kernels: the shared-memory opt-in
+  cudaError_t (*prepare)() = nullptr;  // shared-memory kernels: the opt-in
 };
 
 template <typename Kernel>
@@ -65,24 +69,30 @@ SelectedKernel kernel_of(Kernel* kernel, cudaError_t (*prepare)() = nullptr) {
   return {reinterpret_cast<const void*>(kernel), prepare};
 }
 
-template <typename T, typename W, int kChunks>
-SelectedKernel streamed_kernel() {
-  return kernel_of(norm_streamed_kernel<T, W, kChunks>, &allow_large_smem_streamed<T, W, kChunks>);
+// A kernel with dynamic shared memory, opted into the device's limit before its first launch.
+template <auto kKernel>
+SelectedKernel smem_kernel() {
+  return kernel_of(kKernel, &allow_large_smem<kKernel>);
 }
 
 template <typename T, typename W, bool kFused, bool kVector>
 SelectedKernel select_variant(const NormPlan& plan) {
   switch (plan.variant) {
+    case KernelVariant::kTile:
+      if constexpr (kVector) {  // never planned otherwise (plan_violation)
+        return smem_kernel<norm_tile_kernel<T, W, kFused>>();
+      }
+      break;
     case KernelVariant::kStreamed:
       if constexpr (kVector && !kFused) {  // never planned otherwise (plan_violation)
         switch (plan.chunks_per_thread) {
           case 1:
-            return streamed_kernel<T, W, 1>();
+            return smem_kernel<norm_streamed_kernel<T, W, 1>>();
           case 2:
-            return streamed_kernel<T, W, 2>();
+            return smem_kernel<norm_streamed_kernel<T, W, 2>>();
           case 3:
           case 4:
-            return streamed_kernel<T, W, 4>();
+            return smem_kernel<norm_streamed_kernel<T, W, 4>>();
         }
       }
       break;

@@ -64,7 +64,7 @@ class Plan:
     dtypes, N, M, strides and alignment (never of environment variables)."""
 
     op: str
-    variant: str  # row_in_registers | streamed | two_pass | cpu
+    variant: str  # row_in_registers | tile | streamed | two_pass | cpu
     device: str  # sm_90, sm_100, ... or cpu
     x_dtype: str
     weight_dtype: str
@@ -73,14 +73,15 @@ class Plan:
     ld_x: int
     chunk_elems: int  # elements of x per 16-byte chunk: the unit a thread owns
     vector_io: bool  # chunks move as 16-byte vectors
-    threads_per_row: int
-    chunks_per_thread: int  # registers (row_in_registers) or shared-memory slots (streamed)
+    threads_per_row: int  # lanes of the row's reduction layout (fixed by N and dtype)
+    chunks_per_thread: int  # registers (row_in_registers) or shared-memory slots (tile, streamed)
     rows_per_cta: int
     block_threads: int
     grid: int
     pdl: bool
+    lanes_per_thread: int = 1  # tile: lanes one thread plays (a row runs on fewer threads)
     stages: int = 0  # streamed: row groups in flight per CTA
-    smem_bytes: int = 0  # streamed: dynamic shared memory per CTA
+    smem_bytes: int = 0  # streamed, tile: dynamic shared memory per CTA
     ld_residual: int | None = None
     row_dims: int = 1  # leading dimensions walked per row (1: rows with one stride)
     row_sizes: tuple[int, ...] = ()  # their sizes, outermost first
@@ -123,10 +124,17 @@ class Plan:
                 f"  persistent: {self.stages} row groups in flight per CTA through shared memory "
                 f"({self.smem_bytes} bytes per CTA)"
             ]
+        if self.variant == "tile":
+            lines += [
+                f"  one CTA per row group; each thread plays {self.lanes_per_thread} of the row's "
+                f"{self.threads_per_row} reduction lanes ({self.smem_bytes} bytes of shared "
+                "memory per CTA)"
+            ]
         if self.variant != "cpu":
+            threads = self.threads_per_row // self.lanes_per_thread
             lines += [
                 f"  grid {self.grid} CTAs x {self.block_threads} threads "
-                f"({self.rows_per_cta} row(s) per CTA, {self.threads_per_row} threads per row)",
+                f"({self.rows_per_cta} row(s) per CTA, {threads} threads per row)",
                 f"  each thread owns {self.chunks_per_thread or 'a strided run of'} chunk(s) of "
                 f"{self.chunk_elems} elements; I/O: {io}; PDL {'on' if self.pdl else 'off'}",
                 f"  kernel image: sm_{self.image_sass} SASS from compute_{self.image_ptx} code"

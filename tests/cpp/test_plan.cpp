@@ -154,7 +154,9 @@ TEST(MakePlan, ThreadsPerRowDependsOnlyOnNAndDtype) {
 }
 
 TEST(MakePlan, GridCoversEveryRowAndRowsPerCtaIgnoresM) {
-  std::map<int, int> rows_per_cta;
+  // rows_per_cta follows the schedule (a tile thread plays 4 lanes, so its rows take fewer
+  // threads), never M itself.
+  std::map<std::pair<int, KernelVariant>, int> rows_per_cta;
   for_each_case([&](const Case& c) -> const char* {
     const int64_t m = c.problem.rows, rpc = c.plan.rows_per_cta;
     if (rpc < 1) return "rows_per_cta < 1";
@@ -165,19 +167,23 @@ TEST(MakePlan, GridCoversEveryRowAndRowsPerCtaIgnoresM) {
     } else if (c.plan.grid != groups) {
       return "grid is not one CTA per row group";
     }
-    const auto it = rows_per_cta.emplace(c.group, c.plan.rows_per_cta).first;
+    const auto it =
+        rows_per_cta.emplace(std::make_pair(c.group, c.plan.variant), c.plan.rows_per_cta).first;
     return it->second == c.plan.rows_per_cta ? nullptr : "rows_per_cta changed with M";
   });
 }
 
-TEST(MakePlan, StreamedOnlyForAlignedBatchesOfSeveralRowGroupsPerCta) {
+TEST(MakePlan, SharedMemorySchedulesOnlyForAlignedBatchesOfSeveralRowGroupsPerSm) {
   for_each_case([](const Case& c) -> const char* {
     if (!c.device.is_cuda()) return nullptr;
     const NormPlan& plan = c.plan;
     const bool streamed = plan.variant == KernelVariant::kStreamed;
+    const bool tile = plan.variant == KernelVariant::kTile;
     const int64_t groups = (c.problem.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
+    const int64_t chunks = plan.chunks_per_row;
+    const bool rmsnorm = c.problem.op == NormOp::kRmsNorm;
     if (streamed) {
-      if (c.problem.op != NormOp::kRmsNorm) return "the fused op streamed";
+      if (!rmsnorm) return "the fused op streamed";
       if (!plan.vector_io) return "streamed without vector I/O";
       if (plan.chunks_per_thread > kMaxChunksPerThread) return "streamed past the instantiations";
       // Persistent and fully resident: a whole number of CTAs per SM, each with >1 group.
@@ -195,54 +201,122 @@ TEST(MakePlan, StreamedOnlyForAlignedBatchesOfSeveralRowGroupsPerCta) {
         return "smem over the limit";
       }
     }
-    // 2^20 rows: far past the resident CTAs; every aligned 16-bit row up to 16384 fits (two
-    // stages of x, weight slots) and must stream (rmsnorm; the fused op never streams).
-    const bool should = c.problem.op == NormOp::kRmsNorm && plan.vector_io &&
-                        c.problem.rows == (int64_t{1} << 20) && c.problem.cols <= 16384 &&
-                        dtype_size(c.problem.x_dtype) == 2;
-    return should && !streamed ? "not streamed where it fits" : nullptr;
+    if (tile) {
+      if (!plan.vector_io) return "tile without vector I/O";
+      if (groups < kTileMinGroupsPerSm * c.device.sm_count) return "tile below 3 groups per SM";
+      if (plan.threads_per_row < 128 || chunks > 2 * plan.threads_per_row) {
+        return "tile on a row it cannot fold";
+      }
+      const int threads = plan.threads_per_row / 4;  // 4 lanes per thread, whole warps
+      if (plan.block_threads != std::max(threads, 128)) return "tile CTA not max(row, 128)";
+      if (!rmsnorm && plan.threads_per_row != 1024 && 2 * chunks > 3 * plan.threads_per_row) {
+        return "fused tile where its registers CTAs are not weak";
+      }
+    }
+    // 2^20 rows: far past the resident CTAs. Every aligned row the tile folds takes it
+    // (rmsnorm), shorter 16-bit rows up to 16384 stream.
+    const bool many = rmsnorm && plan.vector_io && c.problem.rows == (int64_t{1} << 20);
+    const bool foldable = chunks > 128 && chunks <= 2048;
+    if (many && foldable && !tile) return "not tile where it fits";
+    if (many && !foldable && c.problem.cols <= 16384 && dtype_size(c.problem.x_dtype) == 2 &&
+        !streamed) {
+      return "not streamed where it fits";
+    }
+    return nullptr;
   });
 }
 
-TEST(MakePlan, RegistersUntilEachStreamedCtaGetsThreeRowGroups) {
-  // bf16 N=4096: 256-thread CTAs; the streamed shape is 3 CTAs per SM (396 on 132 SMs).
-  auto plan = [](int64_t m) {
-    return make_plan(
-        problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 4096, m, kLayouts[0]), hopper());
+TEST(MakePlan, RegistersUntilThreeTileRowGroupsPerSm) {
+  // bf16 N=4096: 256 lanes, tile rows of 64 threads, 2 per CTA; N=7168: 512 lanes, one row of
+  // 128 threads per CTA. The tile from 3 groups per SM (396 on 132 SMs).
+  auto plan = [](int64_t n, int64_t m) {
+    return make_plan(problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, n, m, kLayouts[0]),
+                     hopper());
   };
-  EXPECT_EQ(plan(256).variant, KernelVariant::kRowInRegisters);
-  EXPECT_EQ(plan(1187).variant, KernelVariant::kRowInRegisters);
-  EXPECT_EQ(plan(1188).variant, KernelVariant::kStreamed);
-  EXPECT_EQ(plan(1188).grid, 3 * hopper().sm_count);
+  EXPECT_EQ(plan(4096, 790).variant, KernelVariant::kRowInRegisters);
+  EXPECT_EQ(plan(4096, 791).variant, KernelVariant::kTile);
+  EXPECT_EQ(plan(4096, 791).grid, 396);
+  EXPECT_EQ(plan(4096, 791).block_threads, 128);
+  EXPECT_EQ(plan(7168, 395).variant, KernelVariant::kRowInRegisters);
+  EXPECT_EQ(plan(7168, 396).variant, KernelVariant::kTile);
+  EXPECT_EQ(plan(7168, 396).rows_per_cta, 1);
 }
 
-TEST(MakePlan, StreamedShapesAreTheFastestMeasured) {
-  // The (stages, CTAs per SM) the H200 ran fastest, or within 2% of it (bench/schedules,
-  // 2026-11-30, docs/kernels.md), which the bytes-in-flight rule picks.
+TEST(MakePlan, RegistersUntilEachStreamedCtaGetsThreeRowGroups) {
+  // bf16 N=1024 (64 lanes: too few to fold): 128-thread CTAs of 2 rows; the streamed shape is 7
+  // CTAs per SM (924 on 132 SMs) of 2 stages.
+  auto plan = [](int64_t m) {
+    return make_plan(
+        problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 1024, m, kLayouts[0]), hopper());
+  };
+  EXPECT_EQ(plan(5542).variant, KernelVariant::kRowInRegisters);
+  EXPECT_EQ(plan(5543).variant, KernelVariant::kStreamed);
+  EXPECT_EQ(plan(5543).grid, 7 * hopper().sm_count);
+  EXPECT_EQ(plan(5543).stages, 2);
+}
+
+NormProblem bf16(int64_t n, int64_t m, int x_align = 256) {
+  Layout l{"", x_align, 256, 0, 0};
+  return problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, n, m, l);
+}
+
+NormProblem fused_bf16(int64_t n, int64_t m) {
+  return problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, n, m, kLayouts[0]);
+}
+
+// M rows as a [M / 4, 4, N] view whose outer stride skips a gap (two leading dimensions).
+NormProblem head_view_bf16(int64_t n, int64_t m) {
+  NormProblem p = bf16(n, m);
+  p.row_dims.count = 2;
+  p.row_dims.size[0] = 4;
+  p.row_dims.size[1] = (m + 3) / 4;
+  p.x_strides = p.out_strides = RowStrides{{n, 5 * n}};
+  return p;
+}
+
+TEST(MakePlan, TileThreadsPlayFourLanesOfEightChunks) {
+  // The row's lanes (batch invariance) are the registers schedule's; a tile row runs on a
+  // quarter as many threads, 8 shared-memory slots each, CTAs of at least 128 threads.
   struct Expected {
-    NormOp op;
-    int64_t n, m;
-    int stages, ctas_per_sm;
+    int64_t n;
+    int lanes, block, rows_per_cta;
   };
   const Expected cases[] = {
-      {NormOp::kRmsNorm, 4096, 65536, 2, 3}, {NormOp::kRmsNorm, 6144, 16384, 2, 2},
-      {NormOp::kRmsNorm, 7168, 65536, 2, 2}, {NormOp::kRmsNorm, 16384, 16384, 2, 1},
-      {NormOp::kRmsNorm, 7168, 1024, 2, 2},
+      {2048, 128, 128, 4}, {4096, 256, 128, 2}, {6144, 512, 128, 1},
+      {7168, 512, 128, 1}, {8192, 512, 128, 1}, {16384, 1024, 256, 1},
   };
   for (const Expected& e : cases) {
-    const NormProblem p = problem(DType::kBFloat16, Weight::kSame, e.op, e.n, e.m, kLayouts[0]);
-    const NormPlan plan = make_plan(p, hopper());
-    SCOPED_TRACE(describe(plan, p, hopper()));
-    ASSERT_EQ(plan.variant, KernelVariant::kStreamed);
-    EXPECT_EQ(plan.stages, e.stages);
-    EXPECT_EQ(plan.grid, int64_t{e.ctas_per_sm} * hopper().sm_count);
+    for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
+      const NormProblem p = problem(DType::kBFloat16, Weight::kSame, op, e.n, 65536, kLayouts[0]);
+      const NormPlan plan = make_plan(p, hopper());
+      SCOPED_TRACE(describe(plan, p, hopper()));
+      const bool fused = op == NormOp::kFusedAddRmsNorm;
+      // The fused op takes it only where its registers CTAs are weak (see tile_pays).
+      if (fused && e.n != 6144 && e.n != 16384) {
+        EXPECT_EQ(plan.variant, KernelVariant::kRowInRegisters);
+        continue;
+      }
+      ASSERT_EQ(plan.variant, KernelVariant::kTile);
+      EXPECT_EQ(plan.threads_per_row, e.lanes);
+      EXPECT_EQ(plan.threads_per_row, threads_per_row_for(e.n, DType::kBFloat16));
+      EXPECT_EQ(plan.lanes_per_thread, 4);
+      EXPECT_EQ(plan.block_threads, e.block);
+      EXPECT_EQ(plan.rows_per_cta, e.rows_per_cta);
+      EXPECT_EQ(plan.chunks_per_thread, 8);
+      EXPECT_EQ(plan.smem_bytes, 16 * 8 * e.block * (fused ? 2 : 1));
+      EXPECT_EQ(plan.grid, (65536 + e.rows_per_cta - 1) / e.rows_per_cta);
+    }
   }
+  // Rows over two leading dimensions (a view with a gap): the tile splits the row index too.
+  const NormProblem view = head_view_bf16(4096, 65536);
+  const NormPlan plan = make_plan(view, hopper());
+  EXPECT_EQ(plan.variant, KernelVariant::kTile) << describe(plan, view, hopper());
 }
 
 TEST(MakePlan, StreamedBytesInFlightNearTheTargetWhereAShapeAllowsIt) {
-  // Row groups of 8 KiB to 32 KiB: some resident shape lands within a factor 1.5 of the
-  // target, and the planner must find it.
-  for (int64_t n : {4096, 6144, 7168, 8192}) {
+  // Row groups of 4 KiB (rows too short to fold): some resident shape lands within a factor 1.5
+  // of the target, and the planner must find it.
+  for (int64_t n : {256, 512, 1024}) {
     const NormProblem p =
         problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, n, 65536, kLayouts[0]);
     const NormPlan plan = make_plan(p, hopper());
@@ -254,17 +328,22 @@ TEST(MakePlan, StreamedBytesInFlightNearTheTargetWhereAShapeAllowsIt) {
   }
 }
 
-TEST(MakePlan, FusedOpKeepsItsRowsInRegistersAtEveryBatchSize) {
+TEST(MakePlan, FusedOpNeverStreamsAndTakesTheTileOnlyWhereItsRegistersCtasAreWeak) {
   // Its registers schedule holds x, the residual and the weight (2 chunks per thread or fewer)
-  // and beat every streamed shape on the H200 (bench/schedules, 2026-11-30, docs/kernels.md).
+  // and beat every streamed shape, and the tile except at N=6144 (half the lanes hold one chunk)
+  // and N=16384 (1024-thread CTAs), on the H200 (bench/schedules, docs/kernels.md).
   for (int64_t n : {64, 4096, 6144, 7168, 8192, 16384}) {
     for (int64_t m : {int64_t{1}, int64_t{1024}, int64_t{65536}, int64_t{1} << 20}) {
       const NormProblem p =
           problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, n, m, kLayouts[0]);
       const NormPlan plan = make_plan(p, hopper());
       SCOPED_TRACE(describe(plan, p, hopper()));
-      EXPECT_EQ(plan.variant, KernelVariant::kRowInRegisters);
-      EXPECT_LE(plan.chunks_per_thread, 2);
+      const bool weak = n == 6144 || n == 16384;
+      const bool many = (m + plan.rows_per_cta - 1) / plan.rows_per_cta >= 3 * 132;
+      EXPECT_EQ(plan.variant, weak && many ? KernelVariant::kTile : KernelVariant::kRowInRegisters);
+      if (plan.variant == KernelVariant::kRowInRegisters) {
+        EXPECT_LE(plan.chunks_per_thread, 2);
+      }
       EXPECT_EQ(plan.grid, (m + plan.rows_per_cta - 1) / plan.rows_per_cta);
     }
   }
@@ -313,7 +392,7 @@ TEST(MakePlan, TheImageIsAskedForTheFinishedSchedule) {
   });
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(seen, plan.variant);
-  EXPECT_EQ(plan.variant, KernelVariant::kStreamed);
+  EXPECT_EQ(plan.variant, KernelVariant::kTile);
 }
 
 // Leading dimensions that do not collapse into one row stride (a QKV head view [T, H, D] with
@@ -388,30 +467,13 @@ TEST(Describe, IsKeyValuePairsThatMatchThePlan) {
     if (tokens == 0 || s.back() == ' ') return "empty or trailing space";
     if (kv["variant"] != variant_name(c.plan.variant)) return "variant= does not match";
     if (kv["threads_per_row"] != std::to_string(c.plan.threads_per_row)) return "threads_per_row=";
+    if (kv["lanes_per_thread"] != std::to_string(c.plan.lanes_per_thread))
+      return "lanes_per_thread=";
     if (kv["vector_io"] != (c.plan.vector_io ? "1" : "0")) return "vector_io= does not match";
     if (kv["grid"] != std::to_string(c.plan.grid)) return "grid= does not match";
     if (kv["M"] != std::to_string(c.problem.rows)) return "M= does not match";
     return kv["N"] == std::to_string(c.problem.cols) ? nullptr : "N= does not match";
   });
-}
-
-NormProblem bf16(int64_t n, int64_t m, int x_align = 256) {
-  Layout l{"", x_align, 256, 0, 0};
-  return problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, n, m, l);
-}
-
-NormProblem fused_bf16(int64_t n, int64_t m) {
-  return problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, n, m, kLayouts[0]);
-}
-
-// M rows as a [M / 4, 4, N] view whose outer stride skips a gap (two leading dimensions).
-NormProblem head_view_bf16(int64_t n, int64_t m) {
-  NormProblem p = bf16(n, m);
-  p.row_dims.count = 2;
-  p.row_dims.size[0] = 4;
-  p.row_dims.size[1] = (m + 3) / 4;
-  p.x_strides = p.out_strides = RowStrides{{n, 5 * n}};
-  return p;
 }
 
 // Each entry: a problem, a valid plan for it, and how to break the plan (or use it out of place).
@@ -457,22 +519,49 @@ TEST(PlanViolation, CatchesBrokenPlans) {
       {"chunk not 16 bytes", bf16(4096, 17), bf16(4096, 17), gpu,
        [](NormPlan& p) { p.chunk_elems = 4; }},
       {"cpu plan for another M", bf16(4096, 17), bf16(4096, 18), cpu, [](NormPlan&) {}},
-      {"streamed with 5 stages", bf16(4096, 4097), bf16(4096, 4097), gpu,
+      {"streamed with 5 stages", bf16(1024, 65536), bf16(1024, 65536), gpu,
        [](NormPlan& p) { p.stages = 5; }},
-      {"streamed smem not matching its layout", bf16(4096, 4097), bf16(4096, 4097), gpu,
+      {"streamed smem not matching its layout", bf16(1024, 65536), bf16(1024, 65536), gpu,
        [](NormPlan& p) { p.smem_bytes -= 16; }},
-      {"streamed plan used on an unaligned base", bf16(4096, 4097), bf16(4096, 4097, 2), gpu,
+      {"streamed plan used on an unaligned base", bf16(1024, 65536), bf16(1024, 65536, 2), gpu,
        [](NormPlan&) {}},
-      {"streamed with too few slots", bf16(4096, 4097), bf16(4096, 4097), gpu,
+      {"streamed with too few slots", bf16(1024, 65536), bf16(1024, 65536), gpu,
        [](NormPlan& p) { p.chunks_per_thread = 1; }},
-      {"streamed with 5 chunks per thread", bf16(4096, 4097), bf16(4096, 4097), gpu,
+      {"streamed with 5 chunks per thread", bf16(1024, 65536), bf16(1024, 65536), gpu,
        [](NormPlan& p) { p.chunks_per_thread = 5; }, "at most 4"},
       {"stages on a register plan", bf16(4096, 17), bf16(4096, 17), gpu,
        [](NormPlan& p) { p.stages = 2; }},
-      {"rmsnorm's streamed plan used for the fused op", bf16(4096, 4097), fused_bf16(4096, 4097),
+      {"rmsnorm's streamed plan used for the fused op", bf16(1024, 65536), fused_bf16(1024, 65536),
        gpu, [](NormPlan&) {}, "rmsnorm's only"},
-      {"more CTAs than row groups", bf16(4096, 4097), bf16(4096, 4097), gpu,
-       [](NormPlan& p) { p.grid = 4098; }},
+      {"more CTAs than row groups", bf16(1024, 65536), bf16(1024, 65536), gpu,
+       [](NormPlan& p) { p.grid = 32769; }},
+      {"streamed plan used on a head view", bf16(1024, 65536), head_view_bf16(1024, 65536), gpu,
+       [](NormPlan&) {}, "one stride"},
+      {"tile with one lane per thread", bf16(4096, 4097), bf16(4096, 4097), gpu,
+       [](NormPlan& p) { p.lanes_per_thread = 1; }, "lanes_per_thread"},
+      {"tile lanes on a registers plan", bf16(4096, 17), bf16(4096, 17), gpu,
+       [](NormPlan& p) { p.lanes_per_thread = 4; }, "lanes_per_thread"},
+      {"tile with 4 slots", bf16(4096, 4097), bf16(4096, 4097), gpu,
+       [](NormPlan& p) { p.chunks_per_thread = 4; }, "kTileSlotsPerThread"},
+      {"tile smem not matching its layout", bf16(4096, 4097), bf16(4096, 4097), gpu,
+       [](NormPlan& p) { p.smem_bytes /= 2; }, "tile layout"},
+      {"rmsnorm's tile plan used for the fused op", bf16(4096, 4097), fused_bf16(4096, 4097), gpu,
+       [](NormPlan&) {}, "tile layout"},
+      {"tile plan used on an unaligned base", bf16(4096, 4097), bf16(4096, 4097, 2), gpu,
+       [](NormPlan&) {}},
+      {"tile on a row of 64 lanes", bf16(1024, 65536), bf16(1024, 65536), gpu,
+       [](NormPlan& p) {
+         p.variant = KernelVariant::kTile;
+         p.lanes_per_thread = 4;
+         p.stages = 0;
+         p.chunks_per_thread = 8;
+         p.block_threads = 16 * p.rows_per_cta;
+         p.grid = 65536 / p.rows_per_cta;
+         p.smem_bytes = 16 * 8 * p.block_threads;
+       },
+       "kTileMinThreadsPerRow"},
+      {"tile without a grid of one CTA per row group", bf16(4096, 4097), bf16(4096, 4097), gpu,
+       [](NormPlan& p) { p.grid = 132; }, "one CTA per row group"},
       {"PDL below sm_90", bf16(4096, 17), bf16(4096, 17), ampere(),
        [](NormPlan& p) { p.use_pdl = true; }, "PDL"},
       {"PDL with a pre-sm_90 kernel image", bf16(4096, 17), bf16(4096, 17), gpu,
@@ -482,8 +571,6 @@ TEST(PlanViolation, CatchesBrokenPlans) {
          p.image_ptx_arch = 80;
        },
        "griddepcontrol"},
-      {"streamed plan used on a head view", bf16(4096, 4097), head_view_bf16(4096, 4097), gpu,
-       [](NormPlan&) {}, "one stride"},
   };
   for (const Broken& b : cases) {
     NormPlan plan = make_plan(b.made_for, b.device);

@@ -184,3 +184,44 @@ def test_head_view_plan_keeps_the_row_layout():
         assert plan.x_strides == ((32 + 16) * 128, 128)
         assert plan.variant == "row_in_registers" and plan.vector_io
         assert plan.threads_per_row == dense.threads_per_row
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_tile_schedule_walks_leading_dims(dtype, gen):
+    """Large batches of rows over two leading dimensions (blocks with gaps) take the tile schedule
+    for both ops, split each row index over the dimensions, write only the view, and give every
+    row the bits it has alone (the registers schedule) and in a contiguous batch."""
+    n = 6144  # both ops take the tile in large batches (the fused op: half its lanes hold 1 chunk)
+    blocks = randn(64, 9, n, dtype=dtype, device="cuda", gen=gen)
+    view = blocks[:, :8]  # 512 rows, strides (9 n, n): no single row stride
+    w = randn(n, dtype=dtype, device="cuda", gen=gen)
+    plan = oink.explain(view, w)
+    assert plan.variant == "tile" and plan.row_dims == 2 and plan.vector_io
+    before = blocks.clone()
+    y = oink.rmsnorm(view, w, EPS)
+    assert torch.equal(blocks, before)
+    assert torch.equal(y, oink.rmsnorm(view.contiguous(), w, EPS))
+    for k in (0, 300, 511):
+        row = view.reshape(-1, n)[k : k + 1].clone()
+        assert torch.equal(y.reshape(-1, n)[k], oink.rmsnorm(row, w, EPS)[0])
+    assert_close_to_reference(
+        y, rmsnorm_reference(view, w, EPS), torch_rmsnorm(view, w, EPS), dtype
+    )
+
+    residual_blocks = randn(64, 9, n, dtype=dtype, device="cuda", gen=gen)
+    residual = residual_blocks[:, 1:]
+    assert oink.explain(view, w, op="fused_add_rms_norm").variant == "tile"
+    rows = [
+        (view[i, j : j + 1].clone(), residual[i, j : j + 1].clone()) for i, j in ((0, 0), (63, 7))
+    ]
+    untouched = residual_blocks[:, 0].clone()
+    expected_residual = (view.float() + residual.float()).to(dtype)
+    oink.fused_add_rms_norm(view, residual, w, EPS)
+    assert torch.equal(residual, expected_residual) and torch.equal(
+        residual_blocks[:, 0], untouched
+    )
+    assert torch.equal(view, oink.rmsnorm(residual, w, EPS))  # the fused invariant
+    for (x1, r1), (i, j) in zip(rows, ((0, 0), (63, 7)), strict=True):
+        oink.fused_add_rms_norm(x1, r1, w, EPS)
+        assert torch.equal(x1[0], view[i, j]) and torch.equal(r1[0], residual[i, j])

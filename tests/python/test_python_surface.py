@@ -35,14 +35,15 @@ def test_explain_describes_the_plan(device):
     if device == "cpu":
         assert plan.variant == "cpu"
     else:
-        # A large aligned batch streams rows through shared memory in persistent CTAs; one row
-        # keeps it in registers. The row's thread layout (batch invariance) is the same.
-        assert plan.variant == "streamed" and plan.vector_io and plan.stages >= 2
-        assert 1 <= plan.grid <= 4097 and plan.smem_bytes > 0
+        # A large aligned batch runs the tile schedule (4 reduction lanes per thread, one CTA per
+        # row group); one row keeps it in registers. The row's reduction lanes (batch
+        # invariance) are the same.
+        assert plan.variant == "tile" and plan.vector_io and plan.lanes_per_thread == 4
+        assert plan.grid == -(-4097 // plan.rows_per_cta) and plan.smem_bytes > 0
         alone = oink.explain(x[:1], w)
         assert alone.variant == "row_in_registers" and alone.grid == 1
         assert alone.threads_per_row == plan.threads_per_row
-        assert "persistent" in str(plan)
+        assert "plays 4 of the row's 256 reduction lanes" in str(plan)
         # An unaligned base pointer keeps the plan's layout but moves element by element.
         flat = torch.empty(4096 * 3 + 1, dtype=torch.bfloat16, device=device)
         unaligned = flat[1:].view(3, 4096)
