@@ -100,15 +100,33 @@ StreamedShape streamed_shape(const NormProblem& p, const DeviceInfo& d, int chun
   return best;
 }
 
-// The tile schedule: rmsnorm rows of 16-byte chunks whose reduction layout it can fold (at least
-// kTileMinThreadsPerRow lanes of at most kTileMaxChunksPerLane chunks), any row layout.
+// A tile CTA: whole rows of threads_per_row / kTileLanesPerThread threads, at least
+// kSharedCtaThreads threads. (Rows of fewer lanes than kTileMinThreadsPerRow never take the tile;
+// the shape is defined for them too, so that the planner may compute it for every row.)
+struct TileShape {
+  int rows_per_cta = 1;
+  int block_threads = 1;
+  int64_t groups = 0;
+};
+
+TileShape tile_shape(int threads_per_row, int64_t rows) {
+  const int threads = std::max(1, threads_per_row / kTileLanesPerThread);
+  TileShape shape;
+  shape.rows_per_cta = std::max(1, kSharedCtaThreads / threads);
+  shape.block_threads = threads * shape.rows_per_cta;
+  shape.groups = ceil_div(rows, shape.rows_per_cta);
+  return shape;
+}
+
+// The tile schedule: rows of 16-byte chunks whose reduction layout it can fold (at least
+// kTileMinThreadsPerRow lanes of at most kTileMaxChunksPerLane chunks), any row layout, where its
+// shared memory fits.
 bool tile_fits(const NormProblem& p, const DeviceInfo& d, int threads_per_row, int64_t chunks,
                bool vector_io) {
   if (!vector_io) return false;
   if (threads_per_row < kTileMinThreadsPerRow) return false;
   if (chunks > int64_t{kTileMaxChunksPerLane} * threads_per_row) return false;
-  const int threads = threads_per_row / kTileLanesPerThread;
-  const int block = std::max(threads, kSharedCtaThreads);
+  const int block = tile_shape(threads_per_row, 1).block_threads;
   return d.max_smem_per_sm > 0 &&
          tile_smem_bytes(p, block) + kTileStaticSmemBytes <= d.max_smem_per_block;
 }
@@ -191,18 +209,16 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
                                        ? streamed_shape(p, device, static_cast<int>(needed),
                                                         plan.block_threads, plan.rows_per_cta)
                                        : StreamedShape{};
-    const int tile_threads_per_row = plan.threads_per_row / kTileLanesPerThread;
-    const int tile_rows_per_cta = std::max(1, kSharedCtaThreads / tile_threads_per_row);
-    const int64_t tile_groups = ceil_div(p.rows, tile_rows_per_cta);
+    const TileShape tile = tile_shape(plan.threads_per_row, p.rows);
     if (tile_fits(p, device, plan.threads_per_row, plan.chunks_per_row, plan.vector_io) &&
-        tile_pays(p, plan.threads_per_row, plan.chunks_per_row, tile_groups, device)) {
+        tile_pays(p, plan.threads_per_row, plan.chunks_per_row, tile.groups, device)) {
       plan.variant = KernelVariant::kTile;
       plan.lanes_per_thread = kTileLanesPerThread;
-      plan.rows_per_cta = tile_rows_per_cta;
-      plan.block_threads = tile_threads_per_row * tile_rows_per_cta;
+      plan.rows_per_cta = tile.rows_per_cta;
+      plan.block_threads = tile.block_threads;
       plan.chunks_per_thread = kTileSlotsPerThread;
       plan.smem_bytes = static_cast<int>(tile_smem_bytes(p, plan.block_threads));
-      plan.grid = tile_groups;
+      plan.grid = tile.groups;
     } else if (streamed.stages > 0 &&
                streamed_pays(groups, int64_t{device.sm_count} * streamed.ctas_per_sm)) {
       plan.variant = KernelVariant::kStreamed;
