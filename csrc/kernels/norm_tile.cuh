@@ -16,7 +16,7 @@
 //
 // Per thread: its chunks of x (and of the residual, fused op) are copied with cp.async into its
 // own shared-memory slots in one group; the weight's chunks are loaded into registers while those
-// copies fly (or prefetched into L1 where that would take too many registers); then one wait, the
+// copies fly; then one wait, the
 // fused op's add (stored to the residual, and back into x's slot), the sums of squares, the row
 // reduction, and the scaled store re-reading the slots. A slot is written and read by the same
 // thread only, so the reduction's barrier is the only one.
@@ -32,9 +32,9 @@
 
 namespace oink {
 
-// Bytes of weight a thread holds in registers across the reduction: 8 chunks of a 16-bit weight
-// (32 registers). A float32 weight on 16-bit rows (twice that) is prefetched into L1 with the
-// copies and loaded after the reduction instead.
+// The weight's chunks wait in registers across the reduction: 8 chunks of a 16-bit weight (32
+// registers), or of a float32 weight on float32 rows. The planner keeps a float32 weight on
+// 16-bit rows (64 registers) off this schedule (tile_weight_fits in core/plan.cpp).
 inline constexpr int kTileWeightRegisterBytes = kTileSlotsPerThread * 16;
 // 16-bit rmsnorm rows are compiled for 64 registers per thread (4 CTAs of 256 threads, or 8 of
 // 128, per SM: enough rows in flight to reach the copy ceiling); the fused op (two streams) and
@@ -54,7 +54,8 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>
   constexpr int kLanes = kTileLanesPerThread;
   constexpr int kPerLane = kTileMaxChunksPerLane;
   constexpr int kGroup = 32 / kLanes;  // threads that share one lane warp
-  constexpr bool kWeightInRegisters = kLanes * kPerLane * sizeof(WVec) <= kTileWeightRegisterBytes;
+  static_assert(kLanes * kPerLane * sizeof(WVec) <= kTileWeightRegisterBytes,
+                "the weight waits in registers: never wider than x (planner)");
   constexpr bool kRawW = device::kHoldsRaw<true, WVec>;
   static_assert(sizeof(XVec) == 16, "a chunk is one slot");
   extern __shared__ uint4 slots[];
@@ -107,16 +108,14 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>
 
   // The weight: every load issued before the copies are waited for.
   const bool has_weight = r.weight != nullptr;
-  WVec w[kWeightInRegisters && !kRawW ? kLanes * kPerLane : 1];
-  device::Raw<WVec> raw_w[kWeightInRegisters && kRawW ? kLanes * kPerLane : 1];
+  WVec w[kRawW ? 1 : kLanes * kPerLane];
+  device::Raw<WVec> raw_w[kRawW ? kLanes * kPerLane : 1];
   if (has_weight) {
     const W* const weight = r.weight + first;
 #pragma unroll
     for (int s = 0; s < kLanes * kPerLane; ++s) {
       if (mine[s]) {
-        if constexpr (!kWeightInRegisters) {
-          device::prefetch_l1(weight + offset_of(s));
-        } else if constexpr (kRawW) {
+        if constexpr (kRawW) {
           raw_w[s] = device::load_raw<WVec>(weight + offset_of(s));
         } else {
           w[s] = r.load_given_weight(first + offset_of(s));
@@ -153,9 +152,7 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>
       const int64_t col = first + offset_of(s);
       WVec ws = Row::unit_weight();
       if (has_weight) {
-        if constexpr (!kWeightInRegisters) {
-          ws = r.load_given_weight(col);
-        } else if constexpr (kRawW) {
+        if constexpr (kRawW) {
           ws = device::unpack<WVec>(raw_w[s]);
         } else {
           ws = w[s];

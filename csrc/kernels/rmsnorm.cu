@@ -79,7 +79,8 @@ template <typename T, typename W, bool kFused, bool kVector>
 SelectedKernel select_variant(const NormPlan& plan) {
   switch (plan.variant) {
     case KernelVariant::kTile:
-      if constexpr (kVector) {  // never planned otherwise (plan_violation)
+      // Never planned otherwise (plan_violation): vector I/O, a weight no wider than x.
+      if constexpr (kVector && sizeof(W) <= sizeof(T)) {
         return smem_kernel<norm_tile_kernel<T, W, kFused>>();
       }
       break;

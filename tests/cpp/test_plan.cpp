@@ -203,6 +203,9 @@ TEST(MakePlan, SharedMemorySchedulesOnlyForAlignedBatchesOfSeveralRowGroupsPerSm
     }
     if (tile) {
       if (!plan.vector_io) return "tile without vector I/O";
+      if (c.problem.has_weight && dtype_size(c.problem.w_dtype) > dtype_size(c.problem.x_dtype)) {
+        return "tile with a weight wider than x (it would not fit in registers)";
+      }
       if (groups < kTileMinGroupsPerSm * c.device.sm_count) return "tile below 3 groups per SM";
       if (plan.threads_per_row < 128 || chunks > 2 * plan.threads_per_row) {
         return "tile on a row it cannot fold";
@@ -216,7 +219,9 @@ TEST(MakePlan, SharedMemorySchedulesOnlyForAlignedBatchesOfSeveralRowGroupsPerSm
     // 2^20 rows: far past the resident CTAs. Every aligned row the tile folds takes it
     // (rmsnorm), shorter 16-bit rows up to 16384 stream.
     const bool many = rmsnorm && plan.vector_io && c.problem.rows == (int64_t{1} << 20);
-    const bool foldable = chunks > 128 && chunks <= 2048;
+    const bool narrow_weight =
+        !c.problem.has_weight || dtype_size(c.problem.w_dtype) <= dtype_size(c.problem.x_dtype);
+    const bool foldable = chunks > 128 && chunks <= 2048 && narrow_weight;
     if (many && foldable && !tile) return "not tile where it fits";
     if (many && !foldable && c.problem.cols <= 16384 && dtype_size(c.problem.x_dtype) == 2 &&
         !streamed) {
@@ -306,6 +311,12 @@ TEST(MakePlan, TileThreadsPlayFourLanesOfEightChunks) {
       EXPECT_EQ(plan.smem_bytes, 16 * 8 * e.block * (fused ? 2 : 1));
       EXPECT_EQ(plan.grid, (65536 + e.rows_per_cta - 1) / e.rows_per_cta);
     }
+  }
+  // A float32 weight on bf16 rows keeps the streamed schedule (rmsnorm) and registers (fused).
+  for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
+    const NormProblem w32 =
+        problem(DType::kBFloat16, Weight::kFloat32, op, 16384, 65536, kLayouts[0]);
+    EXPECT_NE(make_plan(w32, hopper()).variant, KernelVariant::kTile);
   }
   // Rows over two leading dimensions (a view with a gap): the tile splits the row index too.
   const NormProblem view = head_view_bf16(4096, 65536);
@@ -562,6 +573,9 @@ TEST(PlanViolation, CatchesBrokenPlans) {
        "kTileMinThreadsPerRow"},
       {"tile without a grid of one CTA per row group", bf16(4096, 4097), bf16(4096, 4097), gpu,
        [](NormPlan& p) { p.grid = 132; }, "one CTA per row group"},
+      {"tile plan used with a float32 weight on bf16 rows", bf16(4096, 4097),
+       problem(DType::kBFloat16, Weight::kFloat32, NormOp::kRmsNorm, 4096, 4097, kLayouts[0]), gpu,
+       [](NormPlan&) {}, "no wider than x"},
       {"PDL below sm_90", bf16(4096, 17), bf16(4096, 17), ampere(),
        [](NormPlan& p) { p.use_pdl = true; }, "PDL"},
       {"PDL with a pre-sm_90 kernel image", bf16(4096, 17), bf16(4096, 17), gpu,

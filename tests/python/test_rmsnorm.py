@@ -139,9 +139,11 @@ def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
         oink.set_pdl(previous)
     assert ("row_in_registers" in plans and plans & {"tile", "streamed"}) or n > 16384
     # The tile schedule folds 4 reduction lanes into a thread: rows of 128 lanes or more, at most
-    # 2 chunks per lane (16-bit N in [1032, 16384], float32 N in [516, 8192]).
+    # 2 chunks per lane (16-bit N in [1032, 16384], float32 N in [516, 8192]), with a weight no
+    # wider than x (it waits in registers).
     chunks = -(-n // (16 // dtype.itemsize))
-    assert ("tile" in plans) == (128 < chunks <= 2048)
+    narrow_weight = wdtype is None or wdtype.itemsize <= dtype.itemsize
+    assert ("tile" in plans) == (128 < chunks <= 2048 and narrow_weight)
     ref = rmsnorm_reference(batch, w, EPS)
     assert_close_to_reference(y, ref, torch_rmsnorm(batch, w, EPS), dtype)
 
