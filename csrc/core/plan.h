@@ -62,9 +62,9 @@ inline constexpr int kTileMaxThreads = kMaxThreadsPerRow / kTileLanesPerThread;
 inline constexpr int kTileStaticSmemBytes = kTileMaxThreads * kTileLanesPerThread / 32 * 8;
 // Row groups per SM from which rmsnorm takes the tile schedule; below, the registers schedule
 // (one lane per thread: the shortest path through a row) is faster. Measured on the H200
-// (bench/schedules, bf16): at 2 groups per SM registers won (N=4096, M=512: 3.92 against
-// 4.56 us; N=7168, M=256: 3.97 against 4.32), at 4 the tile did (N=4096, M=1024: 6.32 against
-// 6.77; N=7168, M=512: 5.65 against 6.60).
+// (bench/schedules, bf16): at 2 groups per SM registers won (N=4096, M=512: 3.90 against
+// 4.51 us; N=7168, M=256: 3.94 against 4.27), at 4 the tile did (N=4096, M=1024: 6.29 against
+// 6.73; N=7168, M=512: 5.61 against 6.55).
 inline constexpr int64_t kTileMinGroupsPerSm = 3;
 // Static shared memory of the streamed kernel (two rows of warp partial sums, float64 at most),
 // which the opt-in per-block limit includes.
