@@ -21,9 +21,9 @@ grep -oE '\]\([^)#]+' README.md | cut -c3- | sort -u | while read -r link; do
   [ -e "$link" ] || { echo "README.md: broken link $link"; exit 1; }
 done
 
-step "C++ tests"
+step "C++ tests (under AddressSanitizer and UndefinedBehaviorSanitizer)"
 cmake -S . -B build/cpp-tests -G Ninja -DOINK_BUILD_EXTENSION=OFF -DOINK_WITH_CUDA=OFF \
-  -DOINK_BUILD_TESTS=ON -DOINK_WERROR=ON >/dev/null
+  -DOINK_BUILD_TESTS=ON -DOINK_WERROR=ON -DOINK_SANITIZE_HOST=ON >/dev/null
 cmake --build build/cpp-tests
 ctest --test-dir build/cpp-tests --output-on-failure
 
