@@ -140,6 +140,18 @@ bool tile_fits(const NormProblem& p, const DeviceInfo& d, int threads_per_row, i
          tile_smem_bytes(p, block) + kTileStaticSmemBytes <= d.max_smem_per_block;
 }
 
+// The cluster schedule: rows of several slices, one slice per CTA of a cluster (Hopper and
+// later), each CTA a tile of one slice (256 threads playing 1024 lanes). Rows past
+// kMaxClusterCtas slices, element-wise I/O, a weight wider than x and older GPUs take two_pass,
+// which sums the same slices one after another.
+constexpr int kClusterCtaThreads = kMaxThreadsPerRow / kTileLanesPerThread;
+
+bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, bool vector_io) {
+  return vector_io && tile_weight_fits(p) && d.cc_major >= 9 && slices > 1 &&
+         slices <= kMaxClusterCtas &&
+         tile_smem_bytes(p, kClusterCtaThreads) + kClusterStaticSmemBytes <= d.max_smem_per_block;
+}
+
 // Whether the tile schedule beats the registers one for a batch of `groups` tile row groups: from
 // kTileMinGroupsPerSm groups per SM for rmsnorm. The fused op's registers kernel holds both
 // streams and the weight in registers with every load issued first, and kept up with the tile
@@ -182,8 +194,15 @@ const char* variant_name(KernelVariant v) {
       return "streamed";
     case KernelVariant::kTile:
       return "tile";
+    case KernelVariant::kCluster:
+      return "cluster";
   }
   return "?";
+}
+
+int slices_for(int64_t cols, DType x_dtype) {
+  const int64_t chunks = ceil_div(cols, 16 / dtype_size(x_dtype));
+  return static_cast<int>(std::max<int64_t>(1, ceil_div(chunks, kSliceChunks)));
 }
 
 int threads_per_row_for(int64_t cols, DType x_dtype) {
@@ -205,6 +224,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     plan.grid = p.rows;
   } else {
     plan.threads_per_row = threads_per_row_for(p.cols, p.x_dtype);
+    plan.slices = slices_for(p.cols, p.x_dtype);
     plan.vector_io = aligned_for_vectors(p, plan.chunk_elems);
     plan.rows_per_cta =
         plan.threads_per_row >= kSharedCtaThreads ? 1 : kSharedCtaThreads / plan.threads_per_row;
@@ -219,8 +239,22 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
                                                         plan.block_threads, plan.rows_per_cta)
                                        : StreamedShape{};
     const TileShape tile = tile_shape(plan.threads_per_row, p.rows);
-    if (tile_fits(p, device, plan.threads_per_row, plan.chunks_per_row, plan.vector_io) &&
-        tile_pays(p, plan.threads_per_row, plan.chunks_per_row, tile.groups, device)) {
+    if (plan.slices > 1) {
+      // Every batch size the same way: a long row's reduction is its slices' (see kSliceChunks).
+      if (cluster_fits(p, device, plan.slices, plan.vector_io)) {
+        plan.variant = KernelVariant::kCluster;
+        plan.lanes_per_thread = kTileLanesPerThread;
+        plan.rows_per_cta = 1;
+        plan.block_threads = kClusterCtaThreads;
+        plan.chunks_per_thread = kTileSlotsPerThread;
+        plan.smem_bytes = static_cast<int>(tile_smem_bytes(p, plan.block_threads));
+        plan.cluster_ctas = plan.slices;
+        plan.grid = p.rows * plan.slices;
+      } else {
+        plan.variant = KernelVariant::kTwoPass;
+      }
+    } else if (tile_fits(p, device, plan.threads_per_row, plan.chunks_per_row, plan.vector_io) &&
+               tile_pays(p, plan.threads_per_row, plan.chunks_per_row, tile.groups, device)) {
       plan.variant = KernelVariant::kTile;
       plan.lanes_per_thread = kTileLanesPerThread;
       plan.rows_per_cta = tile.rows_per_cta;
@@ -269,8 +303,18 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     return "threads_per_row must depend on (N, dtype) only (batch invariance)";
   }
   const bool tile = plan.variant == KernelVariant::kTile;
-  if (plan.lanes_per_thread != (tile ? kTileLanesPerThread : 1)) {
-    return "lanes_per_thread must be kTileLanesPerThread for the tile variant, else 1";
+  const bool cluster = plan.variant == KernelVariant::kCluster;
+  if (plan.lanes_per_thread != (tile || cluster ? kTileLanesPerThread : 1)) {
+    return "lanes_per_thread must be kTileLanesPerThread for the tile and cluster variants, else 1";
+  }
+  if (plan.slices != slices_for(p.cols, p.x_dtype)) {
+    return "slices must depend on (N, dtype) only (batch invariance)";
+  }
+  if (plan.slices > 1 && !cluster && plan.variant != KernelVariant::kTwoPass) {
+    return "rows of several slices run the cluster or two_pass variant";
+  }
+  if (plan.cluster_ctas != (cluster ? plan.slices : 0)) {
+    return "cluster_ctas must be the slices for the cluster variant, else 0";
   }
   if (plan.block_threads != tpr / plan.lanes_per_thread * plan.rows_per_cta ||
       plan.block_threads > kMaxThreadsPerRow) {
@@ -290,8 +334,8 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
   }
   const int c = plan.chunks_per_thread;
   const bool streamed = plan.variant == KernelVariant::kStreamed;
-  if (streamed != (plan.stages != 0) || (streamed || tile) != (plan.smem_bytes != 0)) {
-    return "stages belong to the streamed variant only, smem_bytes to streamed and tile";
+  if (streamed != (plan.stages != 0) || (streamed || tile || cluster) != (plan.smem_bytes != 0)) {
+    return "stages belong to the streamed variant only, smem_bytes to streamed, tile and cluster";
   }
   if (plan.variant == KernelVariant::kRowInRegisters) {
     if (c != 1 && c != 2 && c != 4) return "chunks_per_thread must be 1, 2 or 4";
@@ -327,10 +371,24 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     if (plan.smem_bytes + kTileStaticSmemBytes > device.max_smem_per_block) {
       return "shared memory exceeds the device's";
     }
+  } else if (cluster) {
+    if (!cluster_fits(p, device, plan.slices, plan.vector_io)) {
+      return "the cluster variant needs sm_90+, vector I/O, a weight no wider than x, 2 to "
+             "kMaxClusterCtas slices, and its shared memory";
+    }
+    if (tpr != kMaxThreadsPerRow || plan.block_threads != kClusterCtaThreads ||
+        plan.rows_per_cta != 1) {
+      return "a cluster CTA is one slice: 1024 lanes on 256 threads";
+    }
+    if (c != kTileSlotsPerThread) return "cluster chunks_per_thread must be kTileSlotsPerThread";
+    if (plan.smem_bytes != tile_smem_bytes(p, plan.block_threads)) {
+      return "smem_bytes does not match the cluster's tile layout";
+    }
+    if (plan.grid != p.rows * plan.slices) return "a cluster grid is one cluster per row";
   } else if (c != 0) {
-    return "only row_in_registers, streamed and tile keep chunks per thread";
+    return "only row_in_registers, streamed, tile and cluster keep chunks per thread";
   }
-  if (!streamed && plan.grid != ceil_div(p.rows, plan.rows_per_cta)) {
+  if (!streamed && !cluster && plan.grid != ceil_div(p.rows, plan.rows_per_cta)) {
     return "non-persistent plans have one CTA per row group";
   }
   if (plan.grid < 1 && p.rows > 0) return "grid does not cover every row";
@@ -361,6 +419,7 @@ std::string describe(const NormPlan& plan, const NormProblem& p, const DeviceInf
   s += " chunk_elems=" + to_string(plan.chunk_elems) + " vector_io=" + to_string(plan.vector_io) +
        " threads_per_row=" + to_string(plan.threads_per_row) +
        " lanes_per_thread=" + to_string(plan.lanes_per_thread) +
+       " slices=" + to_string(plan.slices) + " cluster_ctas=" + to_string(plan.cluster_ctas) +
        " chunks_per_thread=" + to_string(plan.chunks_per_thread) +
        " rows_per_cta=" + to_string(plan.rows_per_cta) +
        " block_threads=" + to_string(plan.block_threads) + " grid=" + to_string(plan.grid) +

@@ -22,6 +22,7 @@ enum class KernelVariant : uint8_t {
   kTwoPass,   // CUDA: rows too long for registers: pass 1 sums, pass 2 re-reads (L2) and writes
   kStreamed,  // CUDA: persistent CTAs keep `stages` rows in flight in shared memory (cp.async)
   kTile,      // CUDA: one small CTA per row group, each thread plays several reduction lanes
+  kCluster,   // CUDA: a long row split over a thread block cluster, one slice per CTA
 };
 
 const char* variant_name(KernelVariant v);
@@ -58,8 +59,20 @@ inline constexpr int kTileMaxChunksPerLane = 2;
 inline constexpr int kTileSlotsPerThread = kTileLanesPerThread * kTileMaxChunksPerLane;
 inline constexpr int kTileMinThreadsPerRow = 32 * kTileLanesPerThread;
 inline constexpr int kTileMaxThreads = kMaxThreadsPerRow / kTileLanesPerThread;
+// Long rows are cut into slices of kSliceChunks chunks (16384 elements of a 16-bit type, 8192 of
+// float32: 32 KB), each reduced like a row of that length (1024 lanes of 2 chunks), and the row's
+// sum is the slices' sums added in slice order. A row of at most kSliceChunks chunks is one slice.
+// So a long row's bits are fixed by N like any row's, and its slices can be summed apart: by the
+// CTAs of a cluster (kCluster), or one after another by one CTA (kTwoPass).
+inline constexpr int kSliceChunks = kTileMaxChunksPerLane * kMaxThreadsPerRow;
+// A cluster holds one slice per CTA, at most 16 CTAs (Hopper's limit with the non-portable
+// cluster size opted into; 8 portably).
+inline constexpr int kMaxClusterCtas = 16;
+inline constexpr int kPortableClusterCtas = 8;
 // Static shared memory of the tile kernel: the sums of up to 32 lane warps, float64 at most.
 inline constexpr int kTileStaticSmemBytes = kTileMaxThreads * kTileLanesPerThread / 32 * 8;
+// Static shared memory of the cluster kernel: the tile's, plus the cluster's slice sums.
+inline constexpr int kClusterStaticSmemBytes = kTileStaticSmemBytes + kMaxClusterCtas * 8;
 // Row groups per SM from which rmsnorm takes the tile schedule; below, the registers schedule
 // (one lane per thread: the shortest path through a row) is faster. Measured on the H200
 // (bench/schedules, bf16): at 2 groups per SM registers won (N=4096, M=512: 3.90 against
@@ -79,6 +92,9 @@ struct NormPlan {
   // Reduction lanes one CUDA thread plays: kTileLanesPerThread for kTile, else 1. A row runs on
   // threads_per_row / lanes_per_thread threads.
   int lanes_per_thread = 1;
+  // Slices of the row's reduction layout (kSliceChunks chunks each): depends on (N, dtype) only.
+  int slices = 1;
+  int cluster_ctas = 0;  // kCluster: CTAs per cluster (one per slice); 0 otherwise
   // kRowInRegisters: register capacity (1, 2 or 4); kStreamed: shared-memory slots per thread
   // and stream (ceil(chunks_per_row / threads_per_row)); kTile: kTileSlotsPerThread shared-memory
   // slots; 0 for kTwoPass.
@@ -114,6 +130,8 @@ using KernelImageOf = std::function<KernelImage(const NormPlan&)>;
 
 // Threads that share one row of `cols` elements of `x_dtype`: the batch-invariant part of the plan.
 int threads_per_row_for(int64_t cols, DType x_dtype);
+// Slices of a row's reduction layout (1 up to kSliceChunks chunks): batch-invariant too.
+int slices_for(int64_t cols, DType x_dtype);
 
 // Pure function of its inputs (and of what `image_of` answers). Throws std::logic_error if the
 // plan it built breaks an invariant (a bug in the planner, never a user error: inputs are
@@ -125,8 +143,8 @@ NormPlan make_plan(const NormProblem& problem, const DeviceInfo& device,
 int64_t streamed_smem_bytes(const NormProblem& problem, int chunks_per_thread, int block_threads,
                             int stages);
 
-// Dynamic shared memory of a tile plan: kTileSlotsPerThread 16-byte slots per thread and stream
-// (x, and the fused op's residual).
+// Dynamic shared memory of a tile or cluster plan: kTileSlotsPerThread 16-byte slots per thread and
+// stream (x, and the fused op's residual).
 int64_t tile_smem_bytes(const NormProblem& problem, int block_threads);
 
 // Empty if `plan` is consistent with `problem`, otherwise the first broken invariant.

@@ -1,8 +1,9 @@
 // Asynchronous memory primitives: per-thread 16-byte global->shared copies (cp.async, sm_80+),
-// an L2 prefetch of a whole buffer (sm_90+), an L1 prefetch of a line, and programmatic
-// dependent launch (sm_90+).
-// The only place with inline PTX. Below sm_90 the sm_90 instructions compile to nothing, which is
-// correct: the planner never asks for PDL there, and a prefetch is only a hint.
+// an L2 prefetch of a whole buffer (sm_90+), an L1 prefetch of a line, programmatic dependent
+// launch (sm_90+), and thread block cluster barriers and distributed shared memory (sm_90+).
+// The only place with inline PTX. Below sm_90 the PDL and prefetch instructions compile to
+// nothing, which is correct: the planner never asks for PDL there, and a prefetch is only a hint;
+// the cluster primitives trap there (the planner never plans a cluster below sm_90).
 #pragma once
 
 #include <cstdint>
@@ -81,6 +82,70 @@ __device__ __forceinline__ void pdl_wait() {
 __device__ __forceinline__ void pdl_launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Thread block clusters. Every thread of every CTA of the cluster calls each barrier function
+// (the .aligned forms), in the same order.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+#else
+  __trap();
+#endif
+  return rank;
+}
+
+// Arrives on the cluster barrier without ordering memory: paired with cluster_wait() later, it
+// tells that every CTA of the cluster has started (so its shared memory may be written), while
+// this thread goes on in between.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+// A full cluster barrier: every write to any CTA's shared memory before it, by any thread of the
+// cluster, is visible to every thread after it (release on arrive, acquire on wait).
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+// Writes `value` to the variable at `local` (this CTA's shared memory) in CTA `rank` of the
+// cluster: the same variable in that CTA's shared memory (distributed shared memory).
+template <typename V>
+__device__ __forceinline__ void store_to_cluster_rank(V* local, uint32_t rank, V value) {
+  static_assert(sizeof(V) == 4 || sizeof(V) == 8, "a float or a double");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(local));
+  uint32_t remote = 0;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(address), "r"(rank));
+  if constexpr (sizeof(V) == 4) {
+    asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(value) : "memory");
+  } else {
+    asm volatile("st.shared::cluster.f64 [%0], %1;\n" ::"r"(remote), "d"(value) : "memory");
+  }
+#else
+  (void)local;
+  (void)rank;
+  (void)value;
+  __trap();
 #endif
 }
 

@@ -9,20 +9,30 @@
 namespace oink {
 
 // `kernel` is a __global__ function's address; `args` points at each of its parameters.
+// cluster_x > 0: thread block clusters of cluster_x CTAs along x (grid.x a multiple of it).
 inline cudaError_t launch_kernel(const void* kernel, dim3 grid, dim3 block, size_t smem_bytes,
-                                 bool pdl, cudaStream_t stream, void** args) {
+                                 bool pdl, cudaStream_t stream, void** args, int cluster_x = 0) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
-  cudaLaunchAttribute attribute{};
+  cudaLaunchAttribute attributes[2]{};
+  unsigned count = 0;
   if (pdl) {
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
   }
+  if (cluster_x > 0) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = static_cast<unsigned>(cluster_x);
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count].val.clusterDim.z = 1;
+    ++count;
+  }
+  config.attrs = count > 0 ? attributes : nullptr;
+  config.numAttrs = count;
   return cudaLaunchKernelExC(&config, kernel, args);
 }
 

@@ -28,6 +28,7 @@ struct KernelParams {
   float inv_cols;         // 1/N, rounded once on the host: a multiply instead of a division
   float eps;
   double inv_cols_d;  // 1/N in float64, for float32 rows (see NormRow::Acc)
+  int slices;         // slices of a row's reduction layout (kSliceChunks chunks each)
   bool use_pdl;       // launched with programmatic dependent launch
 };
 

@@ -1,12 +1,14 @@
 // The per-row-group schedules: one CTA per group of rows (one row, or several short ones), no
 // persistence. norm_kernel<.., kChunks > 0> is `row_in_registers` (a row read once into
 // registers, written once: the lowest latency, for decode and mid-size batches);
-// norm_kernel<.., 0> is `two_pass` (rows too long for registers: sum in pass 1, re-read mostly
-// from L2 and write in pass 2). See docs/kernels.md for when make_plan() picks which.
+// norm_kernel<.., 0> is `two_pass` (rows of several slices the cluster schedule does not take:
+// sum slice by slice in pass 1, re-read mostly from L2 and write in pass 2). See docs/kernels.md
+// for when make_plan() picks which.
 #pragma once
 
 #include <cstdint>
 
+#include "core/plan.h"
 #include "device/reduce.cuh"
 #include "device/vec.cuh"
 #include "kernels/norm_row.cuh"
@@ -136,38 +138,43 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
       }
     }
   } else {
-    // Rows too long for registers: sum in pass 1, re-read (mostly from L2) and write in pass 2.
-    // Both passes issue kBatch chunks' loads before using any, so several are in flight per
-    // thread; the sums still follow increasing chunk order. The fused op's pass 2 re-reads the
-    // residual this same thread just stored.
-    // Pass 1 batches 4 chunks with vector I/O and one stream, else 2; pass 2 (x and weight)
-    // always 2: at 4 they spilled (ptxas).
-    constexpr int kBatch = kVector && !kFused ? 4 : 2;
+    // Rows of several slices (core/plan.h, kSliceChunks) that the cluster schedule does not take:
+    // pass 1 sums slice by slice (each lane's chunks of the slice in increasing order, the lanes
+    // by device::row_sum), the slices' sums added in slice order, as the cluster kernel adds
+    // them; pass 2 re-reads the row (mostly from L2) and writes. A lane has at most
+    // kTileMaxChunksPerLane chunks in a slice, both loaded before either is used. The fused op's
+    // pass 2 re-reads the residual this same thread just stored.
+    // Pass 2 batches 2 chunks of x and the weight: at 4 they spilled (ptxas).
+    constexpr int kBatch = kTileMaxChunksPerLane;
     constexpr int kStoreBatch = 2;
-    Acc acc = 0;
-    if (active) {
-      for (int64_t base = lane; base < chunks; base += int64_t{kBatch} * tpr) {
+    __shared__ alignas(16) Acc more_warp_sums[32];  // alternate slices: a slow warp may still
+    Acc total = 0;                                  // read the last slice's sums
+    for (int slice = 0; slice < p.slices; ++slice) {
+      Acc acc = 0;
+      if (active) {
+        const int64_t base = int64_t{slice} * kSliceChunks + lane;
         XVec v[kBatch];
         XVec res[kFused ? kBatch : 1];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
           const int64_t chunk = base + int64_t{j} * tpr;
-          if (chunk < chunks) v[j] = r.load_x(chunk * kElems);
-          if constexpr (kFused) {
-            if (chunk < chunks) res[j] = r.load_residual(chunk * kElems);
+          if (chunk < chunks && j * tpr < kSliceChunks) {
+            v[j] = r.load_x(chunk * kElems);
+            if constexpr (kFused) res[j] = r.load_residual(chunk * kElems);
           }
         }
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
           const int64_t chunk = base + int64_t{j} * tpr;
-          if (chunk < chunks) {
+          if (chunk < chunks && j * tpr < kSliceChunks) {
             if constexpr (kFused) v[j] = r.add_residual(chunk * kElems, v[j], res[j]);
             acc = Row::add_squares(v[j], acc);
           }
         }
       }
+      total += device::row_sum(acc, tpr, slice % 2 == 0 ? warp_sums : more_warp_sums);
     }
-    const Acc rstd = Row::inv_rms(device::row_sum(acc, tpr, warp_sums), p);
+    const Acc rstd = Row::inv_rms(total, p);
     if (active) {
       const T* src = kFused ? r.res : r.x;
       for (int64_t base = lane; base < chunks; base += int64_t{kStoreBatch} * tpr) {

@@ -42,125 +42,158 @@ inline constexpr int kTileWeightRegisterBytes = kTileSlotsPerThread * 16;
 template <typename T, bool kFused>
 inline constexpr int kTileMinCtasPerSm = sizeof(T) == 2 && !kFused ? 4 : 1;
 
-// Shared memory: [stream][slot s][thread], 16 bytes each; stream 1 is the fused op's residual.
+// One thread's share of a tile: the chunks of kTileLanesPerThread lanes of one slice of a row
+// (the whole row in the tile kernel, one CTA's slice in the cluster kernel), staged in this
+// thread's shared-memory slots, with the weight's chunks in registers. Shared memory:
+// [stream][slot s][thread], 16 bytes each; stream 1 is the fused op's residual.
+//
+// Lane j of thread t is lane (t / kGroup) * 32 + t % kGroup + j * kGroup of the slice's `lanes`;
+// its chunks are that lane and that lane + lanes (the second only where the slice has it), at
+// chunk `slice_first` of the row onwards. Slot s = i * kLanes + j holds chunk i of lane j.
 template <typename T, typename W, bool kFused>
-__global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>))
-    norm_tile_kernel(const KernelParams p) {
+struct TileThread {
   using Row = NormRow<T, W, kFused, /*kVector=*/true>;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;
   using WVec = typename Row::WVec;
-  constexpr int kElems = Row::kElems;
-  constexpr int kLanes = kTileLanesPerThread;
-  constexpr int kPerLane = kTileMaxChunksPerLane;
-  constexpr int kGroup = 32 / kLanes;  // threads that share one lane warp
-  static_assert(kLanes * kPerLane * sizeof(WVec) <= kTileWeightRegisterBytes,
+  static constexpr int kElems = Row::kElems;
+  static constexpr int kLanes = kTileLanesPerThread;
+  static constexpr int kSlots = kTileSlotsPerThread;
+  static constexpr int kGroup = 32 / kLanes;  // threads that share one lane warp
+  static constexpr bool kRawW = device::kHoldsRaw<true, WVec>;
+  static_assert(kSlots * sizeof(WVec) <= kTileWeightRegisterBytes,
                 "the weight waits in registers: never wider than x (planner)");
-  constexpr bool kRawW = device::kHoldsRaw<true, WVec>;
   static_assert(sizeof(XVec) == 16, "a chunk is one slot");
-  extern __shared__ uint4 slots[];
-  __shared__ alignas(16) Acc warp_sums[kTileMaxThreads * kLanes / 32];
-  static_assert(sizeof(warp_sums) <= kTileStaticSmemBytes, "the planner counts these bytes");
-  begin_pdl<W, true>(p);
 
-  const int tpr = p.threads_per_row;  // lanes per row: a power of two >= 32 * kLanes
-  const int threads = tpr / kLanes;   // this CTA's threads per row, whole warps
-  const int t = threadIdx.x & (threads - 1);
-  const int64_t row = int64_t{blockIdx.x} * p.rows_per_cta + threadIdx.x / threads;
-  // Threads past the last row still take part in the reduction (full-warp shuffles, barrier).
-  const bool active = row < p.rows;
-  const Row r(p, row, active);
-  // Lane j of this thread is lane (t / kGroup) * 32 + t % kGroup + j * kGroup of the row; its
-  // chunks are that lane and that lane + tpr (the second only where the row has it). Slot
-  // s = i * kLanes + j holds chunk i of lane j.
-  const int chunks = static_cast<int>(p.chunks_per_row);  // <= kPerLane * tpr
-  const int base = (t / kGroup) * 32 + t % kGroup;
-  auto chunk_of = [&](int s) { return base + (s % kLanes) * kGroup + (s / kLanes) * tpr; };
-  bool mine[kLanes * kPerLane];
+  const Row& r;
+  const int lanes;  // a power of two >= 32 * kLanes
+  const int first;  // the row's element where this thread's first chunk starts
+  const int block;  // blockDim.x: the slot stride
+  uint4* const x_slots;
+  bool mine[kSlots];
+  WVec w[kRawW ? 1 : kSlots];
+  device::Raw<WVec> raw_w[kRawW ? kSlots : 1];
+
+  // t: this thread's index among the slice's lanes / kLanes threads; slice_chunks <= 2 * lanes.
+  __device__ TileThread(const Row& row, int t, int lanes_, int slice_first, int slice_chunks,
+                        bool active, uint4* slots)
+      : r(row),
+        lanes(lanes_),
+        first((slice_first + (t / kGroup) * 32 + t % kGroup) * kElems),
+        block(blockDim.x),
+        x_slots(slots + threadIdx.x) {
+    const int base = (t / kGroup) * 32 + t % kGroup;
 #pragma unroll
-  for (int s = 0; s < kLanes * kPerLane; ++s) mine[s] = active && chunk_of(s) < chunks;
-  // Addresses from one base per thread and fixed steps: at M=1 a thread's instructions are the
-  // row's critical path, and a per-chunk 64-bit multiply cost ~0.1-0.2 us (H200).
-  const int first = base * kElems;
-  auto offset_of = [&](int s) { return chunk_of(s) * kElems - first; };
+    for (int s = 0; s < kSlots; ++s) mine[s] = active && base + chunk_step(s) < slice_chunks;
+  }
 
-  const int block = blockDim.x;
-  uint4* const x_slots = slots + threadIdx.x;
-  uint4* const res_slots = x_slots + kLanes * kPerLane * block;
-  {
+  // Chunks from this thread's first one: fixed steps, so that every address is one base plus a
+  // constant or `lanes`. At M=1 a thread's instructions are the row's critical path, and a
+  // per-chunk 64-bit multiply cost ~0.1-0.2 us (H200).
+  __device__ int chunk_step(int s) const { return (s % kLanes) * kGroup + (s / kLanes) * lanes; }
+  __device__ int offset_of(int s) const { return chunk_step(s) * kElems; }
+
+  // The copies of x (and the residual) into the slots, one group; then the weight's loads, all
+  // issued before the copies are waited for.
+  __device__ void issue() {
     const uint32_t x_smem = static_cast<uint32_t>(__cvta_generic_to_shared(x_slots));
     const uint32_t slot_step = 16u * static_cast<uint32_t>(block);
     const T* const x = r.x + first;
 #pragma unroll
-    for (int s = 0; s < kLanes * kPerLane; ++s) {
+    for (int s = 0; s < kSlots; ++s) {
       if (mine[s]) device::async_copy16(x_smem + s * slot_step, x + offset_of(s));
     }
     if constexpr (kFused) {
-      const uint32_t res_smem = x_smem + kLanes * kPerLane * slot_step;
+      const uint32_t res_smem = x_smem + kSlots * slot_step;
       const T* const res = r.res + first;
 #pragma unroll
-      for (int s = 0; s < kLanes * kPerLane; ++s) {
+      for (int s = 0; s < kSlots; ++s) {
         if (mine[s]) device::async_copy16(res_smem + s * slot_step, res + offset_of(s));
       }
     }
     device::async_commit();
+    if (r.weight != nullptr) {
+      const W* const weight = r.weight + first;
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) {
+        if (mine[s]) {
+          if constexpr (kRawW) {
+            raw_w[s] = device::load_raw<WVec>(weight + offset_of(s));
+          } else {
+            w[s] = r.load_given_weight(first + offset_of(s));
+          }
+        }
+      }
+    }
   }
 
-  // The weight: every load issued before the copies are waited for.
-  const bool has_weight = r.weight != nullptr;
-  WVec w[kRawW ? 1 : kLanes * kPerLane];
-  device::Raw<WVec> raw_w[kRawW ? kLanes * kPerLane : 1];
-  if (has_weight) {
-    const W* const weight = r.weight + first;
+  // Waits for the copies; the fused op adds and stores the new residual (and keeps the rounded
+  // sum in x's slot); returns the slice's sum of squares in the one-lane-per-thread order
+  // (device::folded_row_sum: every thread of the slice gets the same bits).
+  __device__ Acc slice_sum(Acc* warp_sums) {
+    device::async_wait<0>();
+    uint4* const res_slots = x_slots + kSlots * block;
+    Acc lane_sums[kLanes];
 #pragma unroll
-    for (int s = 0; s < kLanes * kPerLane; ++s) {
-      if (mine[s]) {
-        if constexpr (kRawW) {
-          raw_w[s] = device::load_raw<WVec>(weight + offset_of(s));
-        } else {
-          w[s] = r.load_given_weight(first + offset_of(s));
+    for (int j = 0; j < kLanes; ++j) {
+      lane_sums[j] = 0;
+#pragma unroll
+      for (int i = 0; i < kSlots / kLanes; ++i) {
+        const int s = i * kLanes + j;
+        if (mine[s]) {
+          XVec v = device::bit_cast<XVec>(x_slots[s * block]);
+          if constexpr (kFused) {
+            v = r.add_residual(first + offset_of(s), v,
+                               device::bit_cast<XVec>(res_slots[s * block]));
+            x_slots[s * block] = device::bit_cast<uint4>(v);
+          }
+          lane_sums[j] = Row::add_squares(v, lane_sums[j]);
         }
       }
     }
+    return device::folded_row_sum<kLanes>(lane_sums, lanes, warp_sums);
   }
-  device::async_wait<0>();
 
-  // Each lane's chunks in increasing order, as the lane's own thread would sum them.
-  Acc lane_sums[kLanes];
+  // The scaled chunks from the slots to the output.
+  __device__ void store(Acc rstd) const {
 #pragma unroll
-  for (int j = 0; j < kLanes; ++j) {
-    lane_sums[j] = 0;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int s = i * kLanes + j;
+    for (int s = 0; s < kSlots; ++s) {
       if (mine[s]) {
-        XVec v = device::bit_cast<XVec>(x_slots[s * block]);
-        if constexpr (kFused) {
-          // The rounded sum is what gets normalised; it replaces x in the slot.
-          v = r.add_residual(first + offset_of(s), v, device::bit_cast<XVec>(res_slots[s * block]));
-          x_slots[s * block] = device::bit_cast<uint4>(v);
+        const XVec v = device::bit_cast<XVec>(x_slots[s * block]);
+        WVec ws = Row::unit_weight();
+        if (r.weight != nullptr) {
+          if constexpr (kRawW) {
+            ws = device::unpack<WVec>(raw_w[s]);
+          } else {
+            ws = w[s];
+          }
         }
-        lane_sums[j] = Row::add_squares(v, lane_sums[j]);
+        r.store_normalized(first + offset_of(s), v, ws, rstd);
       }
     }
   }
-  const Acc rstd = Row::inv_rms(device::folded_row_sum<kLanes>(lane_sums, tpr, warp_sums), p);
-#pragma unroll
-  for (int s = 0; s < kLanes * kPerLane; ++s) {
-    if (mine[s]) {
-      const XVec v = device::bit_cast<XVec>(x_slots[s * block]);
-      const int64_t col = first + offset_of(s);
-      WVec ws = Row::unit_weight();
-      if (has_weight) {
-        if constexpr (kRawW) {
-          ws = device::unpack<WVec>(raw_w[s]);
-        } else {
-          ws = w[s];
-        }
-      }
-      r.store_normalized(col, v, ws, rstd);
-    }
-  }
+};
+
+template <typename T, typename W, bool kFused>
+__global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>))
+    norm_tile_kernel(const KernelParams p) {
+  using Thread = TileThread<T, W, kFused>;
+  using Acc = typename Thread::Acc;
+  extern __shared__ uint4 slots[];
+  __shared__ alignas(16) Acc warp_sums[kTileMaxThreads * kTileLanesPerThread / 32];
+  static_assert(sizeof(warp_sums) <= kTileStaticSmemBytes, "the planner counts these bytes");
+  begin_pdl<W, true>(p);
+
+  const int lanes = p.threads_per_row;              // a power of two >= 32 * kTileLanesPerThread
+  const int threads = lanes / kTileLanesPerThread;  // this CTA's threads per row, whole warps
+  const int64_t row = int64_t{blockIdx.x} * p.rows_per_cta + threadIdx.x / threads;
+  // Threads past the last row still take part in the reduction (full-warp shuffles, barrier).
+  const bool active = row < p.rows;
+  const typename Thread::Row r(p, row, active);
+  Thread thread(r, threadIdx.x & (threads - 1), lanes, 0, static_cast<int>(p.chunks_per_row),
+                active, slots);
+  thread.issue();
+  thread.store(Thread::Row::inv_rms(thread.slice_sum(warp_sums), p));
 }
 
 }  // namespace oink

@@ -7,6 +7,8 @@
 //   norm_kernel<.., 0>            two_pass (same file): rows too long for registers.
 //   norm_tile_kernel              tile (kernels/norm_tile.cuh): one small CTA per row group, 8
 //                                 chunks per thread; rmsnorm batches from a wave of rows up.
+//   norm_cluster_kernel           cluster (kernels/norm_cluster.cuh): a cluster of CTAs per long
+//                                 row, one slice each, the slices' sums exchanged in DSMEM.
 //   norm_streamed_kernel          streamed (kernels/norm_streamed.cuh): persistent CTAs keep rows
 //                                 in flight through cp.async; large rmsnorm batches of rows too
 //                                 long for the tile.
@@ -23,6 +25,7 @@
 
 #include "kernels/launch.h"
 #include "kernels/launch_kernel.cuh"
+#include "kernels/norm_cluster.cuh"
 #include "kernels/norm_row.cuh"
 #include "kernels/norm_row_group.cuh"
 #include "kernels/norm_streamed.cuh"
@@ -75,9 +78,34 @@ SelectedKernel smem_kernel() {
   return kernel_of(kKernel, &allow_large_smem<kKernel>);
 }
 
+// The cluster kernels: the shared-memory opt-in, and clusters of more than the portable 8 CTAs
+// (Hopper runs 16 with this attribute set).
+template <auto kKernel>
+cudaError_t allow_large_clusters() {
+  static std::atomic<uint64_t> devices_done{0};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  if (devices_done.load(std::memory_order_acquire) & bit) return cudaSuccess;
+  err = allow_large_smem<kKernel>();
+  if (err == cudaSuccess) {
+    err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  }
+  if (err == cudaSuccess) devices_done.fetch_or(bit, std::memory_order_release);
+  return err;
+}
+
 template <typename T, typename W, bool kFused, bool kVector>
 SelectedKernel select_variant(const NormPlan& plan) {
   switch (plan.variant) {
+    case KernelVariant::kCluster:
+      // Never planned otherwise (plan_violation): vector I/O, a weight no wider than x.
+      if constexpr (kVector && sizeof(W) <= sizeof(T)) {
+        return kernel_of(norm_cluster_kernel<T, W, kFused>,
+                         &allow_large_clusters<norm_cluster_kernel<T, W, kFused>>);
+      }
+      break;
     case KernelVariant::kTile:
       // Never planned otherwise (plan_violation): vector I/O, a weight no wider than x.
       if constexpr (kVector && sizeof(W) <= sizeof(T)) {
@@ -171,6 +199,7 @@ KernelParams kernel_params(const NormPlan& plan, const NormProblem& problem, con
   params.rows_per_cta = plan.rows_per_cta;
   params.chunks_per_thread = plan.chunks_per_thread;
   params.stages = plan.stages;
+  params.slices = plan.slices;
   params.inv_cols = 1.0f / static_cast<float>(problem.cols);
   params.eps = args.eps;
   params.inv_cols_d = 1.0 / static_cast<double>(problem.cols);
@@ -193,7 +222,8 @@ cudaError_t launch_norm(const NormPlan& plan, const NormProblem& problem, const 
   void* kernel_args[] = {&params};
   return launch_kernel(kernel.function, dim3(static_cast<unsigned>(plan.grid)),
                        dim3(static_cast<unsigned>(plan.block_threads)),
-                       static_cast<size_t>(plan.smem_bytes), plan.use_pdl, stream, kernel_args);
+                       static_cast<size_t>(plan.smem_bytes), plan.use_pdl, stream, kernel_args,
+                       plan.cluster_ctas);
 }
 
 cudaError_t kernel_image(const NormPlan& plan, const NormProblem& problem, int device,

@@ -64,7 +64,7 @@ class Plan:
     dtypes, N, M, strides and alignment (never of environment variables)."""
 
     op: str
-    variant: str  # row_in_registers | tile | streamed | two_pass | cpu
+    variant: str  # row_in_registers | tile | streamed | cluster | two_pass | cpu
     device: str  # sm_90, sm_100, ... or cpu
     x_dtype: str
     weight_dtype: str
@@ -79,7 +79,9 @@ class Plan:
     block_threads: int
     grid: int
     pdl: bool
-    lanes_per_thread: int = 1  # tile: lanes one thread plays (a row runs on fewer threads)
+    lanes_per_thread: int = 1  # tile, cluster: lanes one thread plays (a row runs on fewer threads)
+    slices: int = 1  # slices of the row's reduction (16384 16-bit elements each), by N and dtype
+    cluster_ctas: int = 0  # cluster: CTAs per thread block cluster (one per slice)
     stages: int = 0  # streamed: row groups in flight per CTA
     smem_bytes: int = 0  # streamed, tile: dynamic shared memory per CTA
     ld_residual: int | None = None
@@ -124,6 +126,14 @@ class Plan:
                 f"  persistent: {self.stages} row groups in flight per CTA through shared memory "
                 f"({self.smem_bytes} bytes per CTA)"
             ]
+        if self.variant == "cluster":
+            lines += [
+                f"  one thread block cluster of {self.cluster_ctas} CTAs per row, one slice each; "
+                f"each thread plays {self.lanes_per_thread} of a slice's {self.threads_per_row} "
+                "reduction lanes; the slices' sums meet in distributed shared memory"
+            ]
+        elif self.slices > 1 and self.variant != "cpu":
+            lines += [f"  the row's sum is its {self.slices} slices' sums, added in slice order"]
         if self.variant == "tile":
             lines += [
                 f"  one CTA per row group; each thread plays {self.lanes_per_thread} of the row's "

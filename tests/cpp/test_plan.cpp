@@ -164,6 +164,8 @@ TEST(MakePlan, GridCoversEveryRowAndRowsPerCtaIgnoresM) {
     if (c.plan.variant == KernelVariant::kStreamed) {
       // Persistent CTAs loop over row groups: at least one, never more CTAs than groups.
       if (c.plan.grid < 1 || c.plan.grid > groups) return "streamed grid outside [1, groups]";
+    } else if (c.plan.variant == KernelVariant::kCluster) {
+      if (c.plan.grid != m * c.plan.slices) return "cluster grid is not one cluster per row";
     } else if (c.plan.grid != groups) {
       return "grid is not one CTA per row group";
     }
@@ -406,6 +408,49 @@ TEST(MakePlan, TheImageIsAskedForTheFinishedSchedule) {
   EXPECT_EQ(plan.variant, KernelVariant::kTile);
 }
 
+TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
+  // Slices of 2048 chunks (16384 16-bit elements, 8192 float32), fixed by (N, dtype).
+  EXPECT_EQ(slices_for(16384, DType::kBFloat16), 1);
+  EXPECT_EQ(slices_for(16392, DType::kBFloat16), 2);
+  EXPECT_EQ(slices_for(131072, DType::kBFloat16), 8);
+  EXPECT_EQ(slices_for(262144, DType::kFloat16), 16);
+  EXPECT_EQ(slices_for(8192, DType::kFloat32), 1);
+  EXPECT_EQ(slices_for(131072, DType::kFloat32), 16);
+  for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
+    for (int64_t n : {32768, 65536, 131072, 262144}) {
+      for (int64_t m : {int64_t{1}, int64_t{16}, int64_t{4096}}) {
+        const NormProblem p = problem(DType::kBFloat16, Weight::kSame, op, n, m, kLayouts[0]);
+        const NormPlan plan = make_plan(p, hopper());
+        SCOPED_TRACE(describe(plan, p, hopper()));
+        ASSERT_EQ(plan.variant, KernelVariant::kCluster);
+        EXPECT_EQ(plan.slices, n / 16384);
+        EXPECT_EQ(plan.cluster_ctas, plan.slices);
+        EXPECT_EQ(plan.threads_per_row, 1024);
+        EXPECT_EQ(plan.lanes_per_thread, 4);
+        EXPECT_EQ(plan.block_threads, 256);
+        EXPECT_EQ(plan.grid, m * plan.slices);
+        EXPECT_NE(describe(plan, p, hopper()).find("cluster_ctas="), std::string::npos);
+      }
+    }
+  }
+  // What the cluster cannot take sums the same slices in two_pass: unaligned rows, a float32
+  // weight on bf16 rows, more than 16 slices, a GPU without clusters.
+  const NormProblem unaligned = problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 65536, 4,
+                                        Layout{"", 2, 256, 0, 0});
+  const NormProblem w32 =
+      problem(DType::kBFloat16, Weight::kFloat32, NormOp::kRmsNorm, 65536, 4, kLayouts[0]);
+  const NormProblem huge =
+      problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 524288, 4, kLayouts[0]);
+  const NormProblem aligned =
+      problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 65536, 4, kLayouts[0]);
+  for (const auto& [p, d] : {std::pair{unaligned, hopper()}, std::pair{w32, hopper()},
+                             std::pair{huge, hopper()}, std::pair{aligned, ampere()}}) {
+    const NormPlan plan = make_plan(p, d);
+    EXPECT_EQ(plan.variant, KernelVariant::kTwoPass) << describe(plan, p, d);
+    EXPECT_EQ(plan.slices, slices_for(p.cols, p.x_dtype));
+  }
+}
+
 // Leading dimensions that do not collapse into one row stride (a QKV head view [T, H, D] with
 // strides (qkv_width, D, 1)): the registers schedule, with the same thread layout as contiguous
 // rows of that N (batch invariance), and never the streamed one, whose cursor needs one stride.
@@ -586,6 +631,48 @@ TEST(PlanViolation, CatchesBrokenPlans) {
        },
        "griddepcontrol"},
   };
+  const Broken cluster_cases[] = {
+      {"cluster plan with the slices of another N", bf16(65536, 4), bf16(65536, 4), gpu,
+       [](NormPlan& p) {
+         p.slices = 8;
+         p.cluster_ctas = 8;
+         p.grid = 32;
+       },
+       "slices"},
+      {"cluster with fewer CTAs than slices", bf16(65536, 4), bf16(65536, 4), gpu,
+       [](NormPlan& p) { p.cluster_ctas = 2; }, "cluster_ctas"},
+      {"cluster grid of one CTA per row", bf16(65536, 4), bf16(65536, 4), gpu,
+       [](NormPlan& p) { p.grid = 4; }, "one cluster per row"},
+      {"cluster below sm_90", bf16(65536, 4), bf16(65536, 4), ampere(),
+       [](NormPlan& p) {
+         p.variant = KernelVariant::kCluster;
+         p.lanes_per_thread = 4;
+         p.block_threads = 256;
+         p.chunks_per_thread = 8;
+         p.cluster_ctas = p.slices;
+         p.smem_bytes = 16 * 8 * 256;
+         p.grid = 4 * p.slices;
+       },
+       "sm_90"},
+      {"registers plan for a sliced row", bf16(65536, 4), bf16(65536, 4), gpu,
+       [](NormPlan& p) {
+         p.variant = KernelVariant::kRowInRegisters;
+         p.lanes_per_thread = 1;
+         p.cluster_ctas = 0;
+         p.smem_bytes = 0;
+         p.chunks_per_thread = 4;
+         p.block_threads = 1024;
+         p.grid = 4;
+       },
+       "several slices"},
+  };
+  for (const Broken& b : cluster_cases) {
+    NormPlan plan = make_plan(b.made_for, b.device);
+    b.mutate(plan);
+    const std::string why = plan_violation(plan, b.used_for, b.device);
+    EXPECT_NE(why, "") << b.what;
+    EXPECT_NE(why.find(b.mentions), std::string::npos) << b.what << ": " << why;
+  }
   for (const Broken& b : cases) {
     NormPlan plan = make_plan(b.made_for, b.device);
     ASSERT_EQ(plan_violation(plan, b.made_for, b.device), "") << b.what;

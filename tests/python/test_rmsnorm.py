@@ -114,7 +114,7 @@ def test_batch_invariance(device, combo, n, gen):
 
 @requires_cuda
 @pytest.mark.parametrize("combo", DTYPE_COMBOS, ids=combo_id)
-@pytest.mark.parametrize("n", [64, 1024, 4096, 7168, 16384, 32768])
+@pytest.mark.parametrize("n", [64, 1024, 4096, 7168, 16384, 32768, 131072, 262144])
 @pytest.mark.parametrize("pdl", [True, False])
 def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
     """The registers schedule (one row), the tile or streamed one (aligned batch) and the
@@ -137,21 +137,26 @@ def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
             assert torch.equal(alone[0], y[k]) and torch.equal(y_unaligned[k], y[k])
     finally:
         oink.set_pdl(previous)
-    assert ("row_in_registers" in plans and plans & {"tile", "streamed"}) or n > 16384
+    chunks = -(-n // (16 // dtype.itemsize))
+    assert ("row_in_registers" in plans and plans & {"tile", "streamed"}) or chunks > 2048
     # The tile schedule folds 4 reduction lanes into a thread: rows of 128 lanes or more, at most
     # 2 chunks per lane (16-bit N in [1032, 16384], float32 N in [516, 8192]), with a weight no
     # wider than x (it waits in registers).
-    chunks = -(-n // (16 // dtype.itemsize))
     narrow_weight = wdtype is None or wdtype.itemsize <= dtype.itemsize
     assert ("tile" in plans) == (128 < chunks <= 2048 and narrow_weight)
+    # Rows of several slices (over 2048 chunks): a cluster per row at every M (Hopper), two_pass
+    # for unaligned rows and a float32 weight on 16-bit rows.
+    if chunks > 2048:
+        assert ("cluster" in plans) == narrow_weight and "two_pass" in plans
     ref = rmsnorm_reference(batch, w, EPS)
     assert_close_to_reference(y, ref, torch_rmsnorm(batch, w, EPS), dtype)
 
 
 @requires_cuda
-def test_64bit_offsets():
+@pytest.mark.parametrize("n", [4096, 65536])  # the registers schedule; a cluster per row
+def test_64bit_offsets(n):
     """Rows beyond 2^31 elements from the base pointer (GUIDE §1)."""
-    n, ld = 4096, (1 << 31) + 64
+    ld = (1 << 31) + 64
     buffer = torch.empty(ld + n, dtype=torch.bfloat16, device="cuda")
     x = buffer.as_strided((2, n), (ld, 1))
     x.copy_(torch.randn(2, n, device="cuda"))

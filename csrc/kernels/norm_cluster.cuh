@@ -1,0 +1,61 @@
+// The `cluster` schedule, for rows longer than one slice (kSliceChunks chunks: 16384 elements of a
+// 16-bit type, 8192 of float32): a thread block cluster per row, one CTA per slice, at every
+// batch size.
+//
+// Why (docs/kernels.md, "cluster"): one long row on one CTA is a chain of dependent round trips
+// (two_pass: ~12 for N=131072, 14 us against a copy's 3-4); split over a cluster, every slice is
+// read at once by its own SM, the slices' sums meet in distributed shared memory, and each CTA
+// scales its own slice: one DRAM round trip, one exchange, one store.
+//
+// Each CTA is a tile of its slice (TileThread: 256 threads playing the slice's 1024 lanes, 8
+// chunks each, staged in shared memory, the weight in registers), so a slice's sum has the bits
+// of a row of that length; the row's sum is the slices' sums added in slice order, by every CTA
+// alike, as two_pass adds them. The exchange: each CTA writes its slice's sum into every CTA's
+// `slice_sums[rank]`, then one cluster barrier (release, acquire) makes them visible. The first
+// cluster barrier, arrived on at the start and waited for just before those writes, is what
+// tells that every CTA of the cluster has started; no CTA leaves before the second barrier, so
+// no write lands in a CTA that has exited.
+#pragma once
+
+#include <cstdint>
+
+#include "core/plan.h"
+#include "device/async.cuh"
+#include "kernels/norm_row.cuh"
+#include "kernels/norm_tile.cuh"
+
+namespace oink {
+
+template <typename T, typename W, bool kFused>
+__global__ void __launch_bounds__(kTileMaxThreads, 1) norm_cluster_kernel(const KernelParams p) {
+  using Thread = TileThread<T, W, kFused>;
+  using Row = typename Thread::Row;
+  using Acc = typename Thread::Acc;
+  extern __shared__ uint4 slots[];
+  __shared__ alignas(16) Acc warp_sums[kTileMaxThreads * kTileLanesPerThread / 32];
+  __shared__ Acc slice_sums[kMaxClusterCtas];
+  static_assert(sizeof(warp_sums) + sizeof(slice_sums) <= kClusterStaticSmemBytes,
+                "the planner counts these bytes");
+  device::cluster_arrive_relaxed();
+  begin_pdl<W, true>(p);
+
+  const int slices = p.slices;  // the cluster's CTAs, 2 to kMaxClusterCtas
+  const uint32_t rank = device::cluster_rank();
+  const int64_t row = blockIdx.x / slices;
+  const Row r(p, row, true);
+  const int slice_first = static_cast<int>(rank) * kSliceChunks;
+  const int slice_chunks = min(kSliceChunks, static_cast<int>(p.chunks_per_row) - slice_first);
+  Thread thread(r, threadIdx.x, kMaxThreadsPerRow, slice_first, slice_chunks, true, slots);
+  thread.issue();
+  const Acc slice_sum = thread.slice_sum(warp_sums);
+
+  device::cluster_wait();  // every CTA of the cluster has started
+  if (threadIdx.x < slices)
+    device::store_to_cluster_rank(&slice_sums[rank], threadIdx.x, slice_sum);
+  device::cluster_sync();  // every slice's sum is in every CTA's slice_sums
+  Acc total = 0;
+  for (int k = 0; k < slices; ++k) total += slice_sums[k];
+  thread.store(Row::inv_rms(total, p));
+}
+
+}  // namespace oink
