@@ -1,7 +1,7 @@
 """A representative subset of oink's CUDA launches for compute-sanitizer: every kernel variant
-(registers with 1/2/4 chunks, two-pass, streamed, tile), vector and element-wise I/O, both ops,
-every dtype and weight combination, padded and unaligned rows, the layouts of GUIDE §1 (QKV head
-views, transposed views, rmsnorm.out into a head view, the fused op on independent views, no
+(registers with 1/2 chunks, two-pass, streamed, tile, cluster), vector and element-wise I/O, both
+ops, every dtype and weight combination, padded and unaligned rows, the layouts of GUIDE §1 (QKV
+head views, transposed views, rmsnorm.out into a head view, the fused op on independent views, no
 weight), with and without PDL. Exits non-zero if any result is wrong.
 
 Results are checked on the CPU so that the only kernels racecheck sees are oink's and copies:
@@ -16,9 +16,11 @@ import torch
 import oink
 from oink.testing import DTYPE_COMBOS, DTYPES, padded_rows, rmsnorm_reference, schedule_test_rows
 
-CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072]  # 1, 2, 4 chunks/thread; two-pass
+# Registers with 1 and 2 chunks per thread; rows of 2, 4, 8 and 16 slices: clusters of that many
+# CTAs (16: the non-portable size) where aligned, two_pass where not.
+CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072, 262144]
 # Large batches: streamed (64: persistent 128-thread CTAs), tile (4096: 2 rows per CTA, rmsnorm;
-# 6144 and 16384: both ops, 128 and 256 threads), registers with 4 chunks (32768).
+# 6144 and 16384: both ops, 128 and 256 threads), a cluster per row (32768).
 LARGE_N = [64, 4096, 6144, 16384, 32768]
 
 

@@ -106,9 +106,9 @@ def test_every_suite_has_shapes_in_every_mode() -> None:
     assert {n for n, _ in large} == {4096, 6144, 7168, 8192, 16384}
     assert min(m for _, m in large) >= 4096
     assert {m for _, m in suites.shapes("mid", "cuda", False)} == {128, 256, 512, 1024, 2048}
-    large_n = suites.shapes("large_n", "cuda", False)
-    assert {n for n, _ in large_n} == {32768, 65536, 131072, 262144}
-    assert min(m for _, m in large_n) >= 1024
+    large_n = suites.shapes("large_n", "cuda", False)  # step 7's long-row grid
+    assert {n for n, _ in large_n} == {16384, 32768, 65536, 131072, 262144}
+    assert {m for _, m in large_n} == {1, 16, 256, 1024, 4096}
 
 
 def test_default_output_is_a_new_folder_outside_the_source_tree(tmp_path, monkeypatch) -> None:

@@ -34,8 +34,9 @@ _GPU = {
     "dsv3": ([6144, 7168, 8192], [4096, 16384, 65536]),
     # Issue 4's "large" regime: every hidden size it names, M >= 4096.
     "large": ([4096, 6144, 7168, 8192, 16384], [4096, 16384, 65536]),
-    # Issue 4's "large N" regime: rows too long for one CTA's registers, M >= 1024.
-    "large_n": (_pow2(32768, 262144), [1024, 4096]),
+    # Long rows (step 7): 16384 (one slice) to 262144 (16 slices: a cluster of 16 CTAs), from one
+    # row to a prefill batch.
+    "large_n": (_pow2(16384, 262144), [1, 16, 256, 1024, 4096]),
     # Quack's published suite: N = 4096, M = 8K ... 512K.
     "quack": ([4096], _pow2(8192, 524288)),
     # The scaling picture: N = 1024 ... 262144 at a few M.
