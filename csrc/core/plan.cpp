@@ -232,7 +232,6 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     const int64_t groups = ceil_div(p.rows, plan.rows_per_cta);
     plan.grid = groups;
     const int64_t needed = ceil_div(plan.chunks_per_row, plan.threads_per_row);
-    const int capacity = plan.vector_io ? kMaxChunksPerThread : kMaxChunksPerThreadElementwise;
     // The streamed kernels are instantiated for up to kMaxChunksPerThread chunks per thread.
     const StreamedShape streamed = op_streams(p) && plan.vector_io && needed <= kMaxChunksPerThread
                                        ? streamed_shape(p, device, static_cast<int>(needed),
@@ -269,7 +268,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
       plan.stages = streamed.stages;
       plan.smem_bytes = streamed.smem_bytes;
       plan.grid = int64_t{device.sm_count} * streamed.ctas_per_sm;  // < groups (streamed_pays)
-    } else if (needed <= capacity) {
+    } else if (needed <= kMaxChunksPerThread) {
       plan.variant = KernelVariant::kRowInRegisters;
       plan.chunks_per_thread = static_cast<int>(next_pow2(needed));
     } else {
@@ -338,13 +337,12 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     return "stages belong to the streamed variant only, smem_bytes to streamed, tile and cluster";
   }
   if (plan.variant == KernelVariant::kRowInRegisters) {
-    if (c != 1 && c != 2 && c != 4) return "chunks_per_thread must be 1, 2 or 4";
-    if (!plan.vector_io && c > kMaxChunksPerThreadElementwise) return "element-wise I/O spills";
+    if (c != 1 && c != 2) return "chunks_per_thread must be 1 or 2";
     if (static_cast<int64_t>(c) * tpr < plan.chunks_per_row) return "registers do not hold the row";
   } else if (streamed) {
     if (!op_streams(p)) return "the streamed variant is rmsnorm's only, on rows of one stride";
     if (!plan.vector_io) return "the streamed variant needs vector I/O";
-    if (c > kMaxChunksPerThread) return "streamed chunks_per_thread must be at most 4";
+    if (c > kMaxChunksPerThread) return "streamed chunks_per_thread must be at most 2";
     if (static_cast<int64_t>(c - 1) * tpr >= plan.chunks_per_row ||
         static_cast<int64_t>(c) * tpr < plan.chunks_per_row) {
       return "streamed chunks_per_thread must be ceil(chunks_per_row / threads_per_row)";

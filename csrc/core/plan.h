@@ -27,11 +27,10 @@ enum class KernelVariant : uint8_t {
 
 const char* variant_name(KernelVariant v);
 
-// Largest number of chunks a thread keeps in registers (the kernel is instantiated for 1, 2, 4).
-// Rows that need more run kTwoPass: at 1024 threads per CTA a thread has 64 registers, and ptxas
-// spills at 8 chunks (vector I/O) and at 4 chunks with element-wise I/O (its bounds checks).
-inline constexpr int kMaxChunksPerThread = 4;
-inline constexpr int kMaxChunksPerThreadElementwise = 2;
+// Largest number of chunks a thread keeps in registers (the registers and streamed kernels are
+// instantiated for 1 and 2): a row of one slice (below, kSliceChunks) has at most 2 chunks per
+// lane; longer rows are sliced and run the cluster or two_pass kernels.
+inline constexpr int kMaxChunksPerThread = 2;
 inline constexpr int kMaxThreadsPerRow = 1024;
 // The streamed kernel keeps 2 to 4 row groups in flight per CTA (cp.async.wait_group immediates).
 inline constexpr int kMinStages = 2;

@@ -15,7 +15,7 @@
 
 namespace oink {
 
-// kChunks: register capacity per thread (1, 2, 4), or 0 for the two-pass variant.
+// kChunks: register capacity per thread (1 or 2), or 0 for the two-pass variant.
 template <typename T, typename W, bool kFused, bool kVector, int kChunks>
 __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
   using Row = NormRow<T, W, kFused, kVector>;
@@ -35,17 +35,16 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
   const int64_t chunks = p.chunks_per_row;
 
   if constexpr (kChunks > 0) {
+    static_assert(kChunks <= kMaxChunksPerThread, "rows of one slice: at most 2 chunks per lane");
     // Every load is issued before any value is used: a use between two guarded loads makes the
     // compiler wait for the first before issuing the second (SASS, 2026-11-30: x chunk 0, x chunk
-    // 1 and the weight were three dependent memory round trips at M=1). Up to 2 chunks the
-    // weight goes into registers with x (held as raw words, below, both ops fit in 48-62
-    // registers); at 4 it spilled (ptxas), so it is prefetched into L1 instead and loaded from
-    // there after the reduction. The fused op's residual joins x where registers allow; with 4
-    // chunks, or element-wise I/O, holding both streams spilled, so each chunk's residual is
-    // loaded next to its use. Holding both streams doubles the bytes each thread keeps in flight,
-    // which is why the fused op needs no streamed schedule (op_streams() in core/plan.cpp).
-    constexpr bool kWeightInRegisters = kChunks <= 2;
-    constexpr bool kResidualFirst = kFused && kVector && kChunks <= 2;
+    // 1 and the weight were three dependent memory round trips at M=1). The weight goes into
+    // registers with x (held as raw words, below; both ops fit in 48-62 registers). The fused
+    // op's residual joins x with vector I/O; element-wise, holding both streams spilled, so each
+    // chunk's residual is loaded next to its use. Holding both streams doubles the bytes each
+    // thread keeps in flight, which is why the fused op needs no streamed schedule (op_streams()
+    // in core/plan.cpp).
+    constexpr bool kResidualFirst = kFused && kVector;
     // 16-bit chunks wait as raw words until every load is out (device::Raw); other chunks are
     // loaded straight into v (a second array for them spilled, ptxas).
     constexpr bool kRawX = device::kHoldsRaw<kVector, XVec>;
@@ -54,8 +53,8 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
     device::Raw<XVec> raw_x[kRawX ? kChunks : 1];
     XVec res[kResidualFirst && !kRawX ? kChunks : 1];
     device::Raw<XVec> raw_res[kResidualFirst && kRawX ? kChunks : 1];
-    WVec w[kWeightInRegisters && !kRawW ? kChunks : 1];
-    device::Raw<WVec> raw_w[kWeightInRegisters && kRawW ? kChunks : 1];
+    WVec w[kRawW ? 1 : kChunks];
+    device::Raw<WVec> raw_w[kRawW ? kChunks : 1];
     bool mine[kChunks];
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) mine[i] = active && lane + int64_t{i} * tpr < chunks;
@@ -83,16 +82,12 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int64_t col = (lane + int64_t{i} * tpr) * kElems;
-      if constexpr (kWeightInRegisters) {
-        if (mine[i] && has_weight) {
-          if constexpr (kRawW) {
-            raw_w[i] = device::load_raw<WVec>(r.weight + col);
-          } else {
-            w[i] = r.load_given_weight(col);
-          }
+      if (mine[i] && has_weight) {
+        if constexpr (kRawW) {
+          raw_w[i] = device::load_raw<WVec>(r.weight + col);
+        } else {
+          w[i] = r.load_given_weight(col);
         }
-      } else {
-        if (mine[i]) r.prefetch_weight(col);
       }
     }
     Acc acc = 0;
@@ -122,19 +117,15 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
     for (int i = 0; i < kChunks; ++i) {
       if (mine[i]) {
         const int64_t col = (lane + int64_t{i} * tpr) * kElems;
-        if constexpr (kWeightInRegisters) {
-          WVec wi = Row::unit_weight();
-          if (has_weight) {
-            if constexpr (kRawW) {
-              wi = device::unpack<WVec>(raw_w[i]);
-            } else {
-              wi = w[i];
-            }
+        WVec wi = Row::unit_weight();
+        if (has_weight) {
+          if constexpr (kRawW) {
+            wi = device::unpack<WVec>(raw_w[i]);
+          } else {
+            wi = w[i];
           }
-          r.store_normalized(col, v[i], wi, rstd);
-        } else {
-          r.store_normalized(col, v[i], r.load_weight(col), rstd);
         }
+        r.store_normalized(col, v[i], wi, rstd);
       }
     }
   } else {

@@ -41,7 +41,7 @@ __device__ __forceinline__ V read_slots(const uint4* slot, int stride) {
 //   weight [cpt][pieces of Vec<float, kElems>]  (loaded and converted to float once per CTA:
 //                                               the same columns every row)
 //   stage  [stages][cpt]
-// kChunks: the instantiation's capacity, >= cpt (a plan of 3 chunks runs the 4-chunk kernel).
+// kChunks: the instantiation's capacity (1 or 2), the plan's cpt.
 // Vector I/O only (the plan guarantees aligned 16-byte chunks).
 // Registers: 64 per thread (at 32, to keep 2048 threads resident, the compiler recomputed
 // addresses every row and the kernel was issue-bound); the planner keeps at most

@@ -119,9 +119,6 @@ SelectedKernel select_variant(const NormPlan& plan) {
             return smem_kernel<norm_streamed_kernel<T, W, 1>>();
           case 2:
             return smem_kernel<norm_streamed_kernel<T, W, 2>>();
-          case 3:
-          case 4:
-            return smem_kernel<norm_streamed_kernel<T, W, 4>>();
         }
       }
       break;
@@ -133,10 +130,6 @@ SelectedKernel select_variant(const NormPlan& plan) {
           return kernel_of(norm_kernel<T, W, kFused, kVector, 1>);
         case 2:
           return kernel_of(norm_kernel<T, W, kFused, kVector, 2>);
-        case 4:
-          // Never planned with element-wise I/O (it would spill); not instantiated for it.
-          if constexpr (kVector) return kernel_of(norm_kernel<T, W, kFused, kVector, 4>);
-          break;
       }
       break;
     case KernelVariant::kCpu:
