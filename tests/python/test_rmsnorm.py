@@ -114,7 +114,7 @@ def test_batch_invariance(device, combo, n, gen):
 
 @requires_cuda
 @pytest.mark.parametrize("combo", DTYPE_COMBOS, ids=combo_id)
-@pytest.mark.parametrize("n", [64, 1024, 4096, 7168, 16384, 32768, 131072, 262144])
+@pytest.mark.parametrize("n", [64, 1024, 4096, 7168, 16384, 16392, 32768, 131072, 262144])
 @pytest.mark.parametrize("pdl", [True, False])
 def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
     """The registers schedule (one row), the tile or streamed one (aligned batch) and the
