@@ -58,11 +58,12 @@ fi
 
 if has_stage sanitize; then
   : >"$OUT/sanitizer.log"
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck synccheck; do
     start=$SECONDS
-    # racecheck looks at one CTA's shared memory, which PDL does not touch: one PDL setting
-    # halves its time (219 s for both on 2026-11-30, which with the tests overran a 600 s call).
-    pdl=both && [[ $tool == racecheck ]] && pdl=on
+    # racecheck and synccheck look at one CTA's shared memory and barriers (a cluster's too),
+    # which PDL does not touch: one PDL setting halves their time (219 s for both on 2026-11-30,
+    # which with the tests overran a 600 s call).
+    pdl=both && [[ $tool != memcheck ]] && pdl=on
     # No caching allocator: memcheck then sees every allocation's true bounds.
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 9 \
       python3 tools/sanitize_cases.py --pdl "$pdl" >>"$OUT/sanitizer.log" 2>&1
@@ -142,9 +143,11 @@ if has_stage profile; then
   : >"$OUT/profile.txt"
   if configure_kernel_build && ninja -C "$KERNEL_BUILD" oink_schedule_sweep >/dev/null 2>&1; then
     # Decode (registers), the tile at mid and large M, the fused op's registers and tile
-    # schedules at large M: the open gaps of docs/kernels.md, "Against the peers".
+    # schedules at large M, clusters for one long row and many: the open gaps of
+    # docs/kernels.md, "Against the peers".
     for case in "rmsnorm 7168 1" "fused_add_rms_norm 7168 1" "rmsnorm 4096 1024" \
-      "rmsnorm 7168 65536" "fused_add_rms_norm 7168 65536" "fused_add_rms_norm 16384 16384"; do
+      "rmsnorm 7168 65536" "fused_add_rms_norm 7168 65536" "fused_add_rms_norm 16384 16384" \
+      "rmsnorm 131072 1" "fused_add_rms_norm 131072 1" "rmsnorm 131072 4096"; do
       echo "== ncu: $case (the planner's plan, first launch)" >>"$OUT/profile.txt"
       # shellcheck disable=SC2086
       "$ncu_bin" --section SpeedOfLight --section SchedulerStats --section WarpStateStats \
