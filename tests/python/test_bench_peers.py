@@ -387,19 +387,22 @@ def test_the_matrix_is_the_step6_matrix():
         ("decode", "bf16", ("hbm", "l2", "gemm")),
         ("mid", "bf16", ("hbm",)),
         ("large", "bf16", ("hbm",)),
+        ("large_n", "bf16", ("hbm",)),
         ("variants", "fp16", ("hbm",)),
         ("variants", "bf16-w32", ("hbm",)),
         ("variants", "bf16-pad64", ("hbm",)),
     ]
-    decode, mid, large = parts[:3]
+    decode, mid, large, large_n = parts[:4]
     assert {n for n, _ in decode.shapes} == {4096, 7168, 8192}
     assert sorted({m for _, m in decode.shapes}) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert {n for n, _ in mid.shapes} == {4096, 7168, 8192} and 1024 in {m for _, m in mid.shapes}
     assert {n for n, _ in large.shapes} == {4096, 6144, 7168, 8192, 16384}
     assert {m for _, m in large.shapes} == {4096, 16384, 65536}
-    for p in parts[3:]:
+    assert {n for n, _ in large_n.shapes} == {16384, 32768, 65536, 131072, 262144}
+    assert {m for _, m in large_n.shapes} == {1, 16, 256, 1024, 4096}
+    for p in parts[4:]:
         assert set(p.shapes) == {(n, m) for n in (7168, 8192) for m in (1, 256, 4096, 16384)}
-    assert parts[5].variant.pad == 64 and parts[4].variant.weight_dtype == "fp32"
+    assert parts[6].variant.pad == 64 and parts[5].variant.weight_dtype == "fp32"
     assert all(p.regimes == ("hbm",) for p in suites.matrix("cpu", quick=True))
 
 
@@ -508,6 +511,7 @@ def test_cli_matrix_measures_every_variant_in_one_run(tmp_path):
         ("decode", "bf16"),
         ("mid", "bf16"),
         ("large", "bf16"),
+        ("large_n", "bf16"),
         ("variants", "fp16"),
         ("variants", "bf16-w32"),
         ("variants", "bf16-pad64"),
@@ -517,7 +521,7 @@ def test_cli_matrix_measures_every_variant_in_one_run(tmp_path):
     assert "torch_eager" not in {p.name for p in on_gpu.by_op["fused_add_rms_norm"]}
     pad = [r for r in doc["results"] if r["variant"] == "bf16-pad64"]
     assert all(r["ld"] == r["N"] + 64 and r["status"] == "ok" for r in pad)
-    assert doc["config"]["matrix"] and len(doc["config"]["parts"]) == 6
+    assert doc["config"]["matrix"] and len(doc["config"]["parts"]) == 7
     assert [r["regime"] for r in doc["summary_by_regime"]] == ["hbm", "hbm"]
     md = (out / "results.md").read_text()
     assert "## variants · fused_add_rms_norm · bf16-w32 · hbm" in md

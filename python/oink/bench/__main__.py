@@ -34,10 +34,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--matrix",
         action="store_true",
-        help="the step-6 matrix in one run: bf16 decode (regimes hbm, l2, gemm), mid and "
-        "large, then fp16, a float32 weight and padded rows on a few shapes (oink/bench/"
-        "suites.py); not with --suite, --dtype, --weight-dtype, --pad. Default providers on a "
-        "GPU: all but torch_eager (never the fastest, and slow to measure)",
+        help="the step-6 matrix in one run: bf16 decode (regimes hbm, l2, gemm), mid, "
+        "large and long rows (N 16384-262144), then fp16, a float32 weight and padded rows "
+        "on a few shapes (oink/bench/suites.py); not with --suite, --dtype, --weight-dtype, "
+        "--pad. Default providers on a GPU: all but torch_eager (never the fastest, and slow "
+        "to measure)",
     )
     ap.add_argument(
         "--regime",

@@ -211,13 +211,15 @@ MATRIX_VARIANTS = (
     Variant("bf16", "bf16", pad=64),  # padded rows: row stride N + 64
 )
 
-# The step-6 matrix (`--matrix`), on a GPU: bf16 over decode (three regimes), mid and large, then
-# each variant on a few shapes, both ops everywhere. Sized to fit in about 8 minutes on an H200
-# with every peer, their JIT compiles included; change it here, nowhere else.
+# The step-6 matrix (`--matrix`), on a GPU: bf16 over decode (three regimes), mid, large and long
+# rows (step 7), then each variant on a few shapes, both ops everywhere. Sized to fit in about 8
+# minutes on an H200 with every peer, their JIT compiles included (without long rows: 290 s;
+# long rows alone: 165 s); change it here, nowhere else.
 _MATRIX_GPU = (
     ("decode", BF16, [4096, 7168, 8192], _pow2(1, 256), REGIMES),
     ("mid", BF16, [4096, 7168, 8192], [1024, 2048], ("hbm",)),
     ("large", BF16, [4096, 6144, 7168, 8192, 16384], [4096, 16384, 65536], ("hbm",)),
+    ("large_n", BF16, _pow2(16384, 262144), [1, 16, 256, 1024, 4096], ("hbm",)),
     *(("variants", v, [7168, 8192], [1, 256, 4096, 16384], ("hbm",)) for v in MATRIX_VARIANTS),
 )
 
