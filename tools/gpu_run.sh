@@ -143,11 +143,12 @@ if has_stage profile; then
   : >"$OUT/profile.txt"
   if configure_kernel_build && ninja -C "$KERNEL_BUILD" oink_schedule_sweep >/dev/null 2>&1; then
     # Decode (registers), the tile at mid and large M, the fused op's registers and tile
-    # schedules at large M, clusters for one long row and many: the open gaps of
-    # docs/kernels.md, "Against the peers".
+    # schedules at large M, clusters for one long row and many, a one-slice row at M=256: the
+    # open gaps of docs/kernels.md, "Against the peers".
     for case in "rmsnorm 7168 1" "fused_add_rms_norm 7168 1" "rmsnorm 4096 1024" \
       "rmsnorm 7168 65536" "fused_add_rms_norm 7168 65536" "fused_add_rms_norm 16384 16384" \
-      "rmsnorm 131072 1" "fused_add_rms_norm 131072 1" "rmsnorm 131072 4096"; do
+      "rmsnorm 131072 1" "fused_add_rms_norm 131072 1" "rmsnorm 131072 4096" \
+      "fused_add_rms_norm 131072 4096" "rmsnorm 16384 256"; do
       echo "== ncu: $case (the planner's plan, first launch)" >>"$OUT/profile.txt"
       # shellcheck disable=SC2086
       "$ncu_bin" --section SpeedOfLight --section SchedulerStats --section WarpStateStats \
