@@ -70,8 +70,9 @@ inline constexpr int kMaxClusterCtas = 16;
 inline constexpr int kPortableClusterCtas = 8;
 // Static shared memory of the tile kernel: the sums of up to 32 lane warps, float64 at most.
 inline constexpr int kTileStaticSmemBytes = kTileMaxThreads * kTileLanesPerThread / 32 * 8;
-// Static shared memory of the cluster kernel: the tile's, plus the cluster's slice sums.
-inline constexpr int kClusterStaticSmemBytes = kTileStaticSmemBytes + kMaxClusterCtas * 8;
+// Static shared memory of the cluster kernel: the tile's, plus the cluster's slice sums and the
+// mbarrier they arrive on.
+inline constexpr int kClusterStaticSmemBytes = kTileStaticSmemBytes + kMaxClusterCtas * 8 + 8;
 // Row groups per SM from which rmsnorm takes the tile schedule; below, the registers schedule
 // (one lane per thread: the shortest path through a row) is faster. Measured on the H200
 // (bench/schedules, bf16): at 2 groups per SM registers won (N=4096, M=512: 3.90 against

@@ -10,11 +10,13 @@
 // Each CTA is a tile of its slice (TileThread: 256 threads playing the slice's 1024 lanes, 8
 // chunks each, staged in shared memory, the weight in registers), so a slice's sum has the bits
 // of a row of that length; the row's sum is the slices' sums added in slice order, by every CTA
-// alike, as two_pass adds them. The exchange: each CTA writes its slice's sum into every CTA's
-// `slice_sums[rank]`, then one cluster barrier (release, acquire) makes them visible. The first
-// cluster barrier, arrived on at the start and waited for just before those writes, is what
-// tells that every CTA of the cluster has started; no CTA leaves before the second barrier, so
-// no write lands in a CTA that has exited.
+// alike, as two_pass adds them. The exchange: each CTA stores its slice's sum into every CTA's
+// `slice_sums[rank]` with st.async, which credits the receiving CTA's mbarrier (`sums_arrived`,
+// armed for `slices` sums); each CTA waits on its own mbarrier, so it waits for the data only,
+// not for a second cluster-wide barrier. The one cluster barrier, arrived on at the start (after
+// the mbarrier's initialisation) and waited for just before the stores, tells that every CTA has
+// started and initialised its mbarrier; no CTA leaves before every peer's sum has landed in it,
+// so no store lands in a CTA that has exited.
 #pragma once
 
 #include <cstdint>
@@ -37,12 +39,18 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>
   extern __shared__ uint4 slots[];
   __shared__ alignas(16) Acc warp_sums[kTileMaxThreads * kTileLanesPerThread / 32];
   __shared__ Acc slice_sums[kMaxClusterCtas];
-  static_assert(sizeof(warp_sums) + sizeof(slice_sums) <= kClusterStaticSmemBytes,
-                "the planner counts these bytes");
+  __shared__ uint64_t sums_arrived;  // an mbarrier: every slice's sum has landed here
+  static_assert(
+      sizeof(warp_sums) + sizeof(slice_sums) + sizeof(sums_arrived) <= kClusterStaticSmemBytes,
+      "the planner counts these bytes");
+  const int slices = p.slices;  // the cluster's CTAs, 2 to kMaxClusterCtas
+  if (threadIdx.x == 0) {
+    device::mbarrier_init(&sums_arrived, 1);
+    device::mbarrier_arrive_expect_tx(&sums_arrived, static_cast<uint32_t>(slices * sizeof(Acc)));
+  }
   device::cluster_arrive_relaxed();
   begin_pdl<W, true>(p);
 
-  const int slices = p.slices;  // the cluster's CTAs, 2 to kMaxClusterCtas
   const uint32_t rank = device::cluster_rank();
   const int64_t row = blockIdx.x / slices;
   const Row r(p, row, true);
@@ -52,10 +60,11 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>
   thread.issue();
   const Acc slice_sum = thread.slice_sum(warp_sums);
 
-  device::cluster_wait();  // every CTA of the cluster has started
-  if (threadIdx.x < slices)
-    device::store_to_cluster_rank(&slice_sums[rank], threadIdx.x, slice_sum);
-  device::cluster_sync();  // every slice's sum is in every CTA's slice_sums
+  device::cluster_wait();  // every CTA of the cluster has started, its mbarrier armed
+  if (threadIdx.x < slices) {
+    device::store_async_to_cluster_rank(&slice_sums[rank], &sums_arrived, threadIdx.x, slice_sum);
+  }
+  device::mbarrier_wait(&sums_arrived, 0);  // every slice's sum is in this CTA's slice_sums
   Acc total = 0;
   for (int k = 0; k < slices; ++k) total += slice_sums[k];
   thread.store(Row::inv_rms(total, p));
