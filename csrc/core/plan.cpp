@@ -119,10 +119,12 @@ TileShape tile_shape(int threads_per_row, int64_t rows) {
 }
 
 // A tile thread holds its 8 chunks of the weight in registers (32 of them for a 16-bit weight,
-// or a float32 weight on float32 rows). A float32 weight on 16-bit rows would take 64: read after
-// the reduction from L1 instead, it made large batches slower than the streamed schedule (H200,
+// or a float32 weight on float32 rows); a float32 weight on 16-bit rows waits in shared memory
+// (tile_weight_slots). For rows of one slice the tile keeps those weights off anyway: the first
+// tile read them after the reduction from L1 and was slower than the streamed schedule (H200,
 // rmsnorm bf16 rows, float32 weight, N=7168: M=4096 39.6 against 32.5 us, M=16384 134.5 against
-// 121.0), so those rows keep the other schedules.
+// 121.0); the shared-memory weight is not measured against streaming yet. Long rows take the
+// cluster with any weight: its alternative is two_pass.
 bool tile_weight_fits(const NormProblem& p) {
   return !p.has_weight || dtype_size(p.w_dtype) <= dtype_size(p.x_dtype);
 }
@@ -141,14 +143,13 @@ bool tile_fits(const NormProblem& p, const DeviceInfo& d, int threads_per_row, i
 }
 
 // The cluster schedule: rows of several slices, one slice per CTA of a cluster (Hopper and
-// later), each CTA a tile of one slice (256 threads playing 1024 lanes). Rows past
-// kMaxClusterCtas slices, element-wise I/O, a weight wider than x and older GPUs take two_pass,
-// which sums the same slices one after another.
+// later), each CTA a tile of one slice (256 threads playing 1024 lanes; a weight wider than x in
+// shared memory). Rows past kMaxClusterCtas slices, element-wise I/O and older GPUs take
+// two_pass, which sums the same slices one after another.
 constexpr int kClusterCtaThreads = kMaxThreadsPerRow / kTileLanesPerThread;
 
 bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, bool vector_io) {
-  return vector_io && tile_weight_fits(p) && d.cc_major >= 9 && slices > 1 &&
-         slices <= kMaxClusterCtas &&
+  return vector_io && d.cc_major >= 9 && slices > 1 && slices <= kMaxClusterCtas &&
          tile_smem_bytes(p, kClusterCtaThreads) + kClusterStaticSmemBytes <= d.max_smem_per_block;
 }
 
@@ -171,7 +172,9 @@ bool tile_pays(const NormProblem& p, int threads_per_row, int64_t chunks, int64_
 
 int64_t tile_smem_bytes(const NormProblem& p, int block_threads) {
   const int streams = p.op == NormOp::kFusedAddRmsNorm ? 2 : 1;
-  return int64_t{16} * kTileSlotsPerThread * block_threads * streams;
+  const int weight_slots =
+      p.has_weight ? tile_weight_slots(dtype_size(p.x_dtype), dtype_size(p.w_dtype)) : 0;
+  return int64_t{16} * kTileSlotsPerThread * block_threads * (streams + weight_slots);
 }
 
 int64_t streamed_smem_bytes(const NormProblem& p, int chunks_per_thread, int block_threads,
@@ -371,8 +374,8 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     }
   } else if (cluster) {
     if (!cluster_fits(p, device, plan.slices, plan.vector_io)) {
-      return "the cluster variant needs sm_90+, vector I/O, a weight no wider than x, 2 to "
-             "kMaxClusterCtas slices, and its shared memory";
+      return "the cluster variant needs sm_90+, vector I/O, 2 to kMaxClusterCtas slices, and "
+             "its shared memory";
     }
     if (tpr != kMaxThreadsPerRow || plan.block_threads != kClusterCtaThreads ||
         plan.rows_per_cta != 1) {

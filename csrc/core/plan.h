@@ -57,6 +57,13 @@ inline constexpr int kTileLanesPerThread = 4;
 inline constexpr int kTileMaxChunksPerLane = 2;
 inline constexpr int kTileSlotsPerThread = kTileLanesPerThread * kTileMaxChunksPerLane;
 inline constexpr int kTileMinThreadsPerRow = 32 * kTileLanesPerThread;
+// Shared-memory slots per chunk for a tile thread's weight, by element sizes: a weight no wider
+// than x waits in registers (0); a wider one (float32 on 16-bit rows) would take 64 registers,
+// so it is copied into shared memory with x, w / x slots per chunk. The planner's shared memory
+// (tile_smem_bytes) and the kernel's slot layout (TileThread) both read it from here.
+constexpr int tile_weight_slots(int x_bytes, int w_bytes) {
+  return w_bytes > x_bytes ? w_bytes / x_bytes : 0;
+}
 inline constexpr int kTileMaxThreads = kMaxThreadsPerRow / kTileLanesPerThread;
 // Long rows are cut into slices of kSliceChunks chunks (16384 elements of a 16-bit type, 8192 of
 // float32: 32 KB), each reduced like a row of that length (1024 lanes of 2 chunks), and the row's

@@ -33,8 +33,8 @@
 namespace oink {
 
 // The weight's chunks wait in registers across the reduction: 8 chunks of a 16-bit weight (32
-// registers), or of a float32 weight on float32 rows. The planner keeps a float32 weight on
-// 16-bit rows (64 registers) off this schedule (tile_weight_fits in core/plan.cpp).
+// registers), or of a float32 weight on float32 rows. A float32 weight on 16-bit rows (64
+// registers) waits in shared memory instead (tile_weight_slots in core/plan.h).
 inline constexpr int kTileWeightRegisterBytes = kTileSlotsPerThread * 16;
 // 16-bit rmsnorm rows are compiled for 64 registers per thread (4 CTAs of 256 threads, or 8 of
 // 128, per SM: enough rows in flight to reach the copy ceiling); the fused op (two streams) and
@@ -45,7 +45,8 @@ inline constexpr int kTileMinCtasPerSm = sizeof(T) == 2 && !kFused ? 4 : 1;
 // One thread's share of a tile: the chunks of kTileLanesPerThread lanes of one slice of a row
 // (the whole row in the tile kernel, one CTA's slice in the cluster kernel), staged in this
 // thread's shared-memory slots, with the weight's chunks in registers. Shared memory:
-// [stream][slot s][thread], 16 bytes each; stream 1 is the fused op's residual.
+// [stream][slot s][thread], 16 bytes each; stream 1 is the fused op's residual; then, for a
+// weight wider than x, [slot s][piece q][thread]: chunk s's weight in kWeightPieces slots.
 //
 // Lane j of thread t is lane (t / kGroup) * 32 + t % kGroup + j * kGroup of the slice's `lanes`;
 // its chunks are that lane and that lane + lanes (the second only where the slice has it), at
@@ -60,9 +61,14 @@ struct TileThread {
   static constexpr int kLanes = kTileLanesPerThread;
   static constexpr int kSlots = kTileSlotsPerThread;
   static constexpr int kGroup = 32 / kLanes;  // threads that share one lane warp
-  static constexpr bool kRawW = device::kHoldsRaw<true, WVec>;
-  static_assert(kSlots * sizeof(WVec) <= kTileWeightRegisterBytes,
-                "the weight waits in registers: never wider than x (planner)");
+  static constexpr int kStreams = kFused ? 2 : 1;
+  static constexpr int kWeightPieces = tile_weight_slots(sizeof(T), sizeof(W));
+  static constexpr bool kWeightInSmem = kWeightPieces > 0;
+  static constexpr bool kRawW = !kWeightInSmem && device::kHoldsRaw<true, WVec>;
+  static constexpr int kWeightRegs = kWeightInSmem ? 1 : kSlots;  // 1: unused
+  static_assert(kWeightInSmem || kSlots * sizeof(WVec) <= kTileWeightRegisterBytes,
+                "a weight no wider than x waits in registers");
+  static_assert(!kWeightInSmem || sizeof(WVec) == 16 * kWeightPieces, "whole slots per chunk");
   static_assert(sizeof(XVec) == 16, "a chunk is one slot");
 
   const Row& r;
@@ -71,7 +77,7 @@ struct TileThread {
   const int block;  // blockDim.x: the slot stride
   uint4* const x_slots;
   bool mine[kSlots];
-  WVec w[kRawW ? 1 : kSlots];
+  WVec w[kRawW ? 1 : kWeightRegs];
   device::Raw<WVec> raw_w[kRawW ? kSlots : 1];
 
   // t: this thread's index among the slice's lanes / kLanes threads; slice_chunks <= 2 * lanes.
@@ -93,8 +99,8 @@ struct TileThread {
   __device__ int chunk_step(int s) const { return (s % kLanes) * kGroup + (s / kLanes) * lanes; }
   __device__ int offset_of(int s) const { return chunk_step(s) * kElems; }
 
-  // The copies of x (and the residual) into the slots, one group; then the weight's loads, all
-  // issued before the copies are waited for.
+  // The copies of x (and the residual, and a weight wider than x) into the slots, one group;
+  // then the weight's loads into registers, all issued before the copies are waited for.
   __device__ void issue() {
     const uint32_t x_smem = static_cast<uint32_t>(__cvta_generic_to_shared(x_slots));
     const uint32_t slot_step = 16u * static_cast<uint32_t>(block);
@@ -111,8 +117,25 @@ struct TileThread {
         if (mine[s]) device::async_copy16(res_smem + s * slot_step, res + offset_of(s));
       }
     }
+    if constexpr (kWeightInSmem) {
+      if (r.weight != nullptr) {
+        const uint32_t w_smem = x_smem + kStreams * kSlots * slot_step;
+        const W* const weight = r.weight + first;
+        constexpr int kPieceElems = 16 / sizeof(W);
+#pragma unroll
+        for (int s = 0; s < kSlots; ++s) {
+#pragma unroll
+          for (int q = 0; q < kWeightPieces; ++q) {
+            if (mine[s]) {
+              device::async_copy16(w_smem + (s * kWeightPieces + q) * slot_step,
+                                   weight + offset_of(s) + q * kPieceElems);
+            }
+          }
+        }
+      }
+    }
     device::async_commit();
-    if (r.weight != nullptr) {
+    if (!kWeightInSmem && r.weight != nullptr) {
       const W* const weight = r.weight + first;
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
@@ -162,7 +185,9 @@ struct TileThread {
         const XVec v = device::bit_cast<XVec>(x_slots[s * block]);
         WVec ws = Row::unit_weight();
         if (r.weight != nullptr) {
-          if constexpr (kRawW) {
+          if constexpr (kWeightInSmem) {
+            ws = weight_from_slots(s);
+          } else if constexpr (kRawW) {
             ws = device::unpack<WVec>(raw_w[s]);
           } else {
             ws = w[s];
@@ -171,6 +196,17 @@ struct TileThread {
         r.store_normalized(first + offset_of(s), v, ws, rstd);
       }
     }
+  }
+
+  // Chunk s's weight from its kWeightPieces slots (a weight wider than x).
+  __device__ WVec weight_from_slots(int s) const {
+    struct Pieces {
+      uint4 q[kWeightPieces > 0 ? kWeightPieces : 1];
+    } pieces;
+    const uint4* const w_slots = x_slots + kStreams * kSlots * block;
+#pragma unroll
+    for (int q = 0; q < kWeightPieces; ++q) pieces.q[q] = w_slots[(s * kWeightPieces + q) * block];
+    return device::bit_cast<WVec>(pieces);
   }
 };
 

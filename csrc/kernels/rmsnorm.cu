@@ -100,8 +100,9 @@ template <typename T, typename W, bool kFused, bool kVector>
 SelectedKernel select_variant(const NormPlan& plan) {
   switch (plan.variant) {
     case KernelVariant::kCluster:
-      // Never planned otherwise (plan_violation): vector I/O, a weight no wider than x.
-      if constexpr (kVector && sizeof(W) <= sizeof(T)) {
+      // Never planned otherwise (plan_violation): vector I/O (any weight: a wider one waits in
+      // shared memory).
+      if constexpr (kVector) {
         return kernel_of(norm_cluster_kernel<T, W, kFused>,
                          &allow_large_clusters<norm_cluster_kernel<T, W, kFused>>);
       }

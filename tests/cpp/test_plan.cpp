@@ -433,18 +433,27 @@ TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
       }
     }
   }
-  // What the cluster cannot take sums the same slices in two_pass: unaligned rows, a float32
-  // weight on bf16 rows, more than 16 slices, a GPU without clusters.
+  // A float32 weight on 16-bit rows: the cluster too, the weight's 8 chunks per thread in two
+  // shared-memory slots each (64 KB more per CTA).
+  for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
+    const NormProblem w32 = problem(DType::kBFloat16, Weight::kFloat32, op, 65536, 4, kLayouts[0]);
+    const NormProblem same = problem(DType::kBFloat16, Weight::kSame, op, 65536, 4, kLayouts[0]);
+    const NormPlan plan = make_plan(w32, hopper());
+    SCOPED_TRACE(describe(plan, w32, hopper()));
+    ASSERT_EQ(plan.variant, KernelVariant::kCluster);
+    EXPECT_EQ(plan.smem_bytes, make_plan(same, hopper()).smem_bytes + 2 * 256 * 8 * 16);
+    EXPECT_EQ(plan_violation(plan, w32, hopper()), "");
+  }
+  // What the cluster cannot take sums the same slices in two_pass: unaligned rows, more than 16
+  // slices, a GPU without clusters.
   const NormProblem unaligned = problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 65536, 4,
                                         Layout{"", 2, 256, 0, 0});
-  const NormProblem w32 =
-      problem(DType::kBFloat16, Weight::kFloat32, NormOp::kRmsNorm, 65536, 4, kLayouts[0]);
   const NormProblem huge =
       problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 524288, 4, kLayouts[0]);
   const NormProblem aligned =
       problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 65536, 4, kLayouts[0]);
-  for (const auto& [p, d] : {std::pair{unaligned, hopper()}, std::pair{w32, hopper()},
-                             std::pair{huge, hopper()}, std::pair{aligned, ampere()}}) {
+  for (const auto& [p, d] :
+       {std::pair{unaligned, hopper()}, std::pair{huge, hopper()}, std::pair{aligned, ampere()}}) {
     const NormPlan plan = make_plan(p, d);
     EXPECT_EQ(plan.variant, KernelVariant::kTwoPass) << describe(plan, p, d);
     EXPECT_EQ(plan.slices, slices_for(p.cols, p.x_dtype));
@@ -643,6 +652,9 @@ TEST(PlanViolation, CatchesBrokenPlans) {
        [](NormPlan& p) { p.cluster_ctas = 2; }, "cluster_ctas"},
       {"cluster grid of one CTA per row", bf16(65536, 4), bf16(65536, 4), gpu,
        [](NormPlan& p) { p.grid = 4; }, "one cluster per row"},
+      {"cluster plan of a bf16 weight used with a float32 one (no weight slots)", bf16(65536, 4),
+       problem(DType::kBFloat16, Weight::kFloat32, NormOp::kRmsNorm, 65536, 4, kLayouts[0]), gpu,
+       [](NormPlan&) {}, "cluster's tile layout"},
       {"cluster below sm_90", bf16(65536, 4), bf16(65536, 4), ampere(),
        [](NormPlan& p) {
          p.variant = KernelVariant::kCluster;

@@ -144,11 +144,11 @@ def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
     # wider than x (it waits in registers).
     narrow_weight = wdtype is None or wdtype.itemsize <= dtype.itemsize
     assert ("tile" in plans) == (128 < chunks <= 2048 and narrow_weight)
-    # Rows of 2 to 16 slices (2048 chunks each): a cluster per row at every M (Hopper); two_pass
-    # for unaligned rows, a float32 weight on 16-bit rows, and rows of more slices than a
-    # cluster has CTAs (float32 N = 262144: 32 slices).
+    # Rows of 2 to 16 slices (2048 chunks each): a cluster per row at every M (Hopper; a weight
+    # wider than x waits in shared memory); two_pass for unaligned rows and for rows of more
+    # slices than a cluster has CTAs (float32 N = 262144: 32 slices).
     if chunks > 2048:
-        assert ("cluster" in plans) == (narrow_weight and chunks <= 16 * 2048)
+        assert ("cluster" in plans) == (chunks <= 16 * 2048)
         assert "two_pass" in plans
     ref = rmsnorm_reference(batch, w, EPS)
     assert_close_to_reference(y, ref, torch_rmsnorm(batch, w, EPS), dtype)
