@@ -5,6 +5,7 @@
 // every schedule gives the same bits for a row.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -14,23 +15,42 @@
 
 namespace oink {
 
+// One launch's parameters, in the constant bank. The fields a launch reads before its first load
+// come first and together: a decode call is one dependent chain, and when the block grew from
+// ~90 to ~260 bytes with the general row layouts (step 5), its hot fields spread over more
+// constant-cache lines, each a miss on that chain: SASS showed 13 -> 26 constant loads before the
+// first global load, and decode calls got 0.13-0.29 us slower (H200; docs/kernels.md, "Row
+// addressing"). kHotParamBytes below holds the hot part to its budget.
 struct KernelParams {
-  const void* x;       // [M, N] rows, at x_strides over row_index's dimensions
-  void* out;           // [M, N] rows, at out_strides (x and x_strides for the fused op)
-  void* residual;      // [M, N] rows, at residual_strides (fused op only)
+  // --- hot: read by every launch before or right after its first load
+  const void* x;       // [M, N] rows (see the steps and strides below)
+  void* out;           // [M, N] rows (x itself for the fused op)
+  void* residual;      // [M, N] rows (fused op only)
   const void* weight;  // [N] or nullptr
+  // The innermost leading dimension's stride of each tensor (elements): the row stride when
+  // rows have one.
+  int64_t x_step, out_step, residual_step;
   int64_t rows, cols, chunks_per_row;
-  RowIndexer row_index;  // one dimension: row r at r * stride; more: r split over them
-  RowStrides x_strides, out_strides, residual_strides;
   int threads_per_row, rows_per_cta;
+  int row_dims;    // leading dimensions walked per row (1 to kMaxRowDims)
+  float inv_cols;  // 1/N, rounded once on the host: a multiply instead of a division
+  float eps;
+  bool use_pdl;  // launched with programmatic dependent launch
+  int slices;    // slices of a row's reduction layout (kSliceChunks chunks each)
+  // --- cold: the streamed schedule's, float32 rows', rows over several dimensions
   int chunks_per_thread;  // streamed kernel: slots per thread and stream
   int stages;             // streamed kernel: rows (or row groups) in flight per CTA
-  float inv_cols;         // 1/N, rounded once on the host: a multiply instead of a division
-  float eps;
-  double inv_cols_d;  // 1/N in float64, for float32 rows (see NormRow::Acc)
-  int slices;         // slices of a row's reduction layout (kSliceChunks chunks each)
-  bool use_pdl;       // launched with programmatic dependent launch
+  double inv_cols_d;      // 1/N in float64, for float32 rows (see NormRow::Acc)
+  // Rows over 2-4 leading dimensions: the divisors of the inner sizes (row_index.count is
+  // row_dims), and every dimension's strides (index 0 repeats the steps above).
+  RowIndexer row_index;
+  RowStrides x_strides, out_strides, residual_strides;
 };
+
+// The hot fields' budget: two 64-byte constant-cache lines at most.
+inline constexpr size_t kHotParamBytes = 128;
+static_assert(offsetof(KernelParams, chunks_per_thread) <= kHotParamBytes,
+              "the fields a decode launch reads first stay within two constant-cache lines");
 
 // Where row `row` of x, out and the residual start (elements). Rows of one stride: a multiply
 // each. Two leading dimensions (QK-norm head views [T, H, D], [B, H, S, D] views with B = 1): one
@@ -44,14 +64,11 @@ struct RowOffsets {
 };
 
 __device__ __forceinline__ RowOffsets row_offsets(const KernelParams& p, int64_t row) {
-  const int dims = p.row_index.count;
-  if (dims == 1) {
-    return {row * p.x_strides.s[0], row * p.out_strides.s[0], row * p.residual_strides.s[0]};
-  }
+  const int dims = p.row_dims;
+  if (dims == 1) return {row * p.x_step, row * p.out_step, row * p.residual_step};
   uint32_t rest = static_cast<uint32_t>(row), index = 0;
   p.row_index.inner[0].divmod(rest, rest, index);
-  RowOffsets at{index * p.x_strides.s[0], index * p.out_strides.s[0],
-                index * p.residual_strides.s[0]};
+  RowOffsets at{index * p.x_step, index * p.out_step, index * p.residual_step};
 #pragma unroll 1
   for (int d = 1; d < dims; ++d) {
     if (d + 1 < dims) {

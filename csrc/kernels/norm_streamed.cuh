@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
   const int64_t row_step = int64_t{gridDim.x} * p.rows_per_cta;
   int64_t issue_row = int64_t{blockIdx.x} * p.rows_per_cta + row_in_group;
   // Rows of one stride (the planner streams no other layout: op_streams in core/plan.cpp).
-  const int64_t ld_x = p.x_strides.s[0];
+  const int64_t ld_x = p.x_step;
   int64_t issue_x = issue_row * ld_x + col0;
   const int64_t x_step = row_step * ld_x;
   const T* const x = static_cast<const T*>(p.x);

@@ -185,9 +185,13 @@ KernelParams kernel_params(const NormPlan& plan, const NormProblem& problem, con
   params.rows = problem.rows;
   params.cols = problem.cols;
   params.row_index = RowIndexer(problem.row_dims);
+  params.row_dims = params.row_index.count;
   params.x_strides = problem.x_strides;
   params.out_strides = problem.written_strides();
   params.residual_strides = problem.residual_strides;
+  params.x_step = params.x_strides.s[0];
+  params.out_step = params.out_strides.s[0];
+  params.residual_step = params.residual_strides.s[0];
   params.chunks_per_row = plan.chunks_per_row;
   params.threads_per_row = plan.threads_per_row;
   params.rows_per_cta = plan.rows_per_cta;
