@@ -134,6 +134,18 @@ def ceiling(run: dict, suite: str, op: str, limit_pct: float, min_m: int = 1) ->
     return verdict(f"{suite} {op} >= {limit_pct:.0f}% of the copy ceiling{where}", rows)
 
 
+def floor(run: dict, suite: str, op: str, limit: float = 1.2, m: int = 1) -> Verdict:
+    """oink's time over the copy floor's (the provider `copy`: the same rows moved by one copy
+    kernel) at batch size m (lower is better)."""
+    rows = []
+    for n, mm, r in oink_rows(run, suite, op):
+        copy = run.get((suite, op, "copy", n, mm))
+        if mm == m and copy:
+            q = r["time_us"] / copy["time_us"]
+            rows.append(Row(f"N={n} M={m}", f"{q:.2f}x the copy", q <= limit, q))
+    return verdict(f"{suite} {op} M={m} within {limit}x of a copy of the same rows", rows)
+
+
 def against_itself(run: dict, other: dict, name: str, limit: float = 1.05) -> Verdict:
     """oink's time in a variant run (fp32 weight, padded rows) over the main run's."""
     rows = []
@@ -179,6 +191,7 @@ def evaluate(run_dir: str, reference_files: list[str], overlays: list[str] = ())
     out += [ceiling(run, "large", "rmsnorm", 92), ceiling(run, "large", "fused_add_rms_norm", 97)]
     # Step 7's target for long rows (the suite also holds M = 1 ... 256, latency-bound).
     out += [ceiling(run, "large_n", op, 95, min_m=1024) for op in OPS]
+    out += [floor(run, "large_n", op) for op in OPS]
     out += [against_itself(run, sub("fp32-weight", variant="bf16-w32"), "fp32 weight")]
     out += [against_itself(run, sub("pad", variant="bf16-pad64"), "padded rows")]
     out += [eager(run)]

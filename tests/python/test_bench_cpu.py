@@ -56,12 +56,18 @@ def test_quick_cpu_run_writes_results(tmp_path: Path) -> None:
     results = doc["results"]
     assert {r["op"] for r in results} == {"rmsnorm", "fused_add_rms_norm"}
     assert {r["suite"] for r in results} == {"decode"}
-    assert {"oink", "torch_eager", "F.rms_norm"} <= {r["provider"] for r in results}
+    assert {"oink", "torch_eager", "F.rms_norm", "copy"} <= {r["provider"] for r in results}
     for r in results:
         assert r["status"] == "ok", r
         for key in ("N", "M", "time_us", "GBps", "pct_ceiling", "ratio_vs_best_baseline"):
             assert isinstance(r[key], (int, float)) and math.isfinite(r[key]), (key, r)
         assert r["time_us"] > 0
+        # The copy floor is timed beside the others, never gated (no norm) and never the best
+        # baseline (it computes nothing).
+        assert r["best_baseline"] != "copy"
+        if r["provider"] == "copy":
+            assert r["group"] == "floor" and not r["baseline"] and "errors" not in r
+            continue
         errors = r["errors"]
         assert errors["rel_l2"] <= errors["bound"] and errors["nonfinite"] == 0, r
         if r["op"] == "fused_add_rms_norm":

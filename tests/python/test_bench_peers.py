@@ -428,6 +428,7 @@ def test_best_peer_no_pdl_pairing_and_baseline():
         _rec("liger", 0.5, status="failed"),  # failed its gate: never the best
         _rec("F.rms_norm", 3.0),
         _rec("inductor", 2.5, group="torch", pdl=False),
+        _rec("copy", 0.4),  # the floor (by name in records without "group"): no peer, no baseline
     ]
     c = ranking.compare_cell(cell)
     assert (c["best_peer"], c["oink_x"]) == ("flashinfer", pytest.approx(0.9))

@@ -16,7 +16,7 @@ compare = importlib.import_module("bench_compare")
 
 def result(suite, op, provider, n, m, us, **extra):
     row = {"suite": suite, "op": op, "provider": provider, "N": n, "M": m, "time_us": us}
-    row.update(status="ok", baseline=provider not in ("oink", "oink_no_pdl"), **extra)
+    row.update(status="ok", baseline=provider not in ("oink", "oink_no_pdl", "copy"), **extra)
     return row
 
 
@@ -77,6 +77,29 @@ def test_ceiling_targets_take_the_worst_shape_and_overlays_replace_rows(tmp_path
     after = by_target(targets.evaluate(str(run), [], [str(later)]))[name]
     assert (after.met, after.total, after.status) == (2, 2, "met")
     assert after.worst == "N=4096 M=65536: 97%"  # the closest to missing
+
+
+def test_the_long_row_floor_compares_one_row_with_a_copy_of_it(tmp_path):
+    run = write_run(
+        tmp_path / "run",
+        [
+            # N=131072: 3.8 against a copy's 3.3 (1.15x: met); N=262144: 4.4 against 3.4 (1.29x)
+            result("large_n", "rmsnorm", "oink", 131072, 1, 3.8),
+            result("large_n", "rmsnorm", "copy", 131072, 1, 3.3),
+            result("large_n", "rmsnorm", "oink", 262144, 1, 4.4),
+            result("large_n", "rmsnorm", "copy", 262144, 1, 3.4),
+            # M=16 is not the latency floor's shape; the fused op has no copy measured
+            result("large_n", "rmsnorm", "oink", 131072, 16, 9.0),
+            result("large_n", "rmsnorm", "copy", 131072, 16, 5.0),
+            result("large_n", "fused_add_rms_norm", "oink", 131072, 1, 4.9),
+        ],
+    )
+    v = by_target(targets.evaluate(str(run), []))
+    rms = v["large_n rmsnorm M=1 within 1.2x of a copy of the same rows"]
+    assert (rms.met, rms.total) == (1, 2)
+    assert rms.worst == "N=262144 M=1: 1.29x the copy"
+    fused = v["large_n fused_add_rms_norm M=1 within 1.2x of a copy of the same rows"]
+    assert fused.status == "no data"
 
 
 def test_variant_runs_compare_oink_with_itself_and_absent_data_is_not_met(tmp_path):

@@ -29,7 +29,9 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight")
 
 
-OINK, TORCH, PEER = "oink", "torch", "peer"  # provider groups
+# Provider groups. FLOOR: a copy of the same bytes, the time no norm of that shape can beat (a
+# reference beside the others: neither a baseline nor a peer, and not gated: it is no norm).
+OINK, TORCH, PEER, FLOOR = "oink", "torch", "peer", "floor"
 PEERS = ("quack", "flashinfer_cute", "flashinfer", "flashinfer_nopdl", "vllm", "liger")
 
 
@@ -38,7 +40,7 @@ class Provider:
     name: str
     op: str
     fn: Callable | None
-    group: str = TORCH  # OINK, TORCH (PyTorch baselines) or PEER (other kernel libraries)
+    group: str = TORCH  # OINK, TORCH (PyTorch baselines), PEER (other kernel libraries), FLOOR
     cuda_only: bool = False
     same_weight_dtype: bool = False  # needs the weight in x's dtype
     pdl: bool = False  # launches with programmatic dependent launch
@@ -48,7 +50,7 @@ class Provider:
     @property
     def baseline(self) -> bool:
         """Everything oink is compared with: the torch baselines and the peers."""
-        return self.group != OINK
+        return self.group in (TORCH, PEER)
 
     def unsupported(
         self, device: str, dtype: torch.dtype, wdtype: torch.dtype, n: int
@@ -98,6 +100,23 @@ def composite_fused(
 
 def _f_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     return F.rms_norm(x, (x.shape[-1],), w, eps)
+
+
+# --- the floor: one PyTorch copy kernel moving a norm's row bytes (no weight) ------------------
+
+
+def copy_rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """x's rows read once and written once, in one kernel: rmsnorm's bytes but the weight's."""
+    return x.clone()
+
+
+def copy_fused(
+    x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """x's and the residual's rows read once and written once, in one kernel (a concatenation):
+    the fused op's bytes but the weight's."""
+    both = torch.cat((x, residual))
+    return both, both
 
 
 def _compiled(fn: Callable) -> Callable:
@@ -252,8 +271,11 @@ DESCRIPTIONS = {
     "multiply, cast, * w); fused: residual.add_(x), then x.copy_(composite(residual))",
     "F.rms_norm": "torch.nn.functional.rms_norm (rmsnorm only)",
     "inductor": "torch.compile(dynamic=True) of the same composites (in place for the fused op)",
+    "copy": "the floor, not a norm: one PyTorch copy kernel moving the same rows (x.clone(); "
+    "fused: torch.cat of x and the residual), isolated calls only; neither a baseline nor a "
+    "peer",
 }
-CORE = ("oink", "oink_no_pdl", "torch_eager", "F.rms_norm", "inductor")
+CORE = ("oink", "oink_no_pdl", "torch_eager", "F.rms_norm", "inductor", "copy")
 ALL_NAMES = CORE + PEERS
 
 
@@ -292,6 +314,8 @@ def _core(device: str, wanted: set[str]) -> list[Provider]:
         Provider("torch_eager", RMSNORM, composite_rmsnorm),
         Provider("torch_eager", FUSED, composite_fused),
         Provider("F.rms_norm", RMSNORM, _f_rms_norm),
+        Provider("copy", RMSNORM, copy_rmsnorm, group=FLOOR),
+        Provider("copy", FUSED, copy_fused, group=FLOOR),
     ]
     if "inductor" in wanted:
         providers += [

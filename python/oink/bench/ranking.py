@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-OINK, TORCH, PEER = "oink", "torch", "peer"
+OINK, TORCH, PEER, FLOOR = "oink", "torch", "peer", "floor"
 OINK_NAMES = ("oink", "oink_no_pdl")
 TORCH_NAMES = ("torch_eager", "F.rms_norm", "inductor")
+FLOOR_NAMES = ("copy",)
 _PDL_NAMES = ("oink", "flashinfer", "flashinfer_cute")  # for records written without "pdl"
 
 # (ratio key, name of the provider it compares with, what it is)
@@ -29,6 +30,8 @@ def group_of(r: dict) -> str:
     if r.get("group"):
         return r["group"]
     name = r["provider"]
+    if name in FLOOR_NAMES:
+        return FLOOR
     return OINK if name in OINK_NAMES else TORCH if name in TORCH_NAMES else PEER
 
 

@@ -18,7 +18,7 @@ import torch
 
 import oink
 from oink.bench import chain, gate, ranking, suites, timing
-from oink.bench.providers import DTYPES, FUSED, RMSNORM, Provider, first_line
+from oink.bench.providers import DTYPES, FLOOR, FUSED, RMSNORM, Provider, first_line
 
 L2_SETS = 4  # the l2 regime's buffer sets: small enough to stay L2-resident up to M = 256
 
@@ -319,6 +319,18 @@ def _measure_provider(
     reason = p.unsupported(cfg.device, shape.dtype, shape.wdtype, shape.n)
     if reason:
         _close(recs, progress, label, status="unsupported", reason=reason)
+        return
+    if p.group == FLOOR:  # no norm to gate; a floor for isolated calls only
+        for rec in recs:
+            if rec["regime"] == "gemm":
+                rec.update(status="unsupported", reason="the copy floor is for isolated calls")
+                continue
+            progress.step(f"{label} {p.name} {rec['regime']}")
+            try:
+                _time(cfg, shape, p, buf, rec, weights)
+            except Exception as e:
+                rec.update(status="error", reason=first_line(e))
+                _recover(cfg, f"{p.name} on {label} ({rec['regime']})", e)
         return
     try:
         errors = _gate(cfg, shape.op, p, buf)
