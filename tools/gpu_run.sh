@@ -4,7 +4,10 @@
 # summary go to $OUT (default ./out).
 #
 #   tools/gpu_run.sh [STAGE ...]     stages: build sanitize test kernels schedules profile bench
-#                                    ptx nocuda (not in the default list: each reinstalls oink)
+#                                    ab ptx nocuda (not in the default list: ab builds two trees
+#                                    of its own, the others reinstall oink)
+#                                    ab: this tree against .ab-ref (tools/ab_prepare.sh REF),
+#                                    AB_ARGS="--suite ..." in turns A B A B (bench_ab.py)
 #                                    ptx: a PTX-only build (compute_90, no SASS), JIT-compiled by
 #                                    the driver, tested with PDL on and off; nocuda: a build
 #                                    without CUDA kernels meeting CUDA tensors
@@ -25,7 +28,8 @@
 # `build bench` in another; kernels schedules profile in a third.
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
-# sanitizer.log, kernels.txt, schedules.txt, profile.txt and bench.tar.gz.
+# sanitizer.log, kernels.txt, schedules.txt, profile.txt and bench.tar.gz; the ab stage writes
+# ab.txt and ab.tar.gz (run it in a call of its own, or with fewer of the others).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/out}
@@ -197,6 +201,47 @@ if has_stage bench; then
     note "bench: oink.bench not available"
   fi
 fi
+if has_stage ab; then
+  # Two builds measured in one call, on this GPU only (sm_90a, one build each): A = .ab-ref
+  # (tools/ab_prepare.sh REF exports another revision there; carry it), B = this tree. AB_ARGS
+  # (default: the long rows and decode, oink's providers and the copy floor) run in turns A B A
+  # B, so that a drift of the machine hits both; tools/bench_ab.py compares them shape by shape.
+  if [[ -f .ab-ref/REVISION ]]; then
+    start=$SECONDS
+    ab=/tmp/oink-ab && rm -rf "$ab" && mkdir -p "$ab"
+    gencode=-gencode=arch=compute_90a,code=sm_90a
+    note "ab: A = $(cat .ab-ref/REVISION), B = this tree"
+    built=0
+    for side in A B; do
+      src=. && [[ $side == A ]] && src=.ab-ref
+      if python3 -m pip install --no-build-isolation --no-deps --target "$ab/$side/lib" \
+        -C build-dir="$ab/$side/build" -C cmake.define.OINK_CUDA_GENCODE=$gencode "$src" \
+        >"$ab/build-$side.log" 2>&1; then
+        built=$((built + 1))
+      else
+        note "ab: build $side FAILED" && tail -20 "$ab/build-$side.log"
+      fi
+    done
+    args=${AB_ARGS:---suite large_n,decode --op all --providers oink,oink_no_pdl,copy}
+    ((built == 2)) && for turn in 1 2; do
+      for side in A B; do
+        # Each side runs in its own source tree, so that results.json names it (oink_revision):
+        # A's has no git of its own, and git must not find this tree's above it.
+        src=$PWD && [[ $side == A ]] && src=$PWD/.ab-ref
+        # shellcheck disable=SC2086
+        (cd "$src" && GIT_CEILING_DIRECTORIES=$(dirname "$src") PYTHONPATH="$ab/$side/lib" \
+          python3 -m oink.bench $args --no-plots --out "$ab/$side/$turn") \
+          >"$ab/$side-$turn.log" 2>&1 || note "ab: run $side $turn failed (see ab.tar.gz)"
+      done
+    done
+    python3 tools/bench_ab.py "$ab/A" "$ab/B" 2>&1 | tee "$OUT/ab.txt" | head -40 | tee -a "$SUMMARY"
+    tar -czf "$OUT/ab.tar.gz" -C "$ab" --exclude=lib --exclude=build .
+    note "ab: ($((SECONDS - start)) s)"
+  else
+    note "ab: no .ab-ref (tools/ab_prepare.sh REF, then carry .ab-ref)"
+  fi
+fi
+
 if has_stage ptx; then
   # The JIT path: no SASS, the driver compiles compute_90 PTX for this GPU at load time. The
   # plans must report that image (sm_XY SASS from compute_90) and keep PDL, which its code has.

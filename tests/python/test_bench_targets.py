@@ -12,6 +12,7 @@ TOOLS = Path(__file__).resolve().parents[2] / "tools"
 sys.path.insert(0, str(TOOLS))
 targets = importlib.import_module("bench_targets")
 compare = importlib.import_module("bench_compare")
+ab = importlib.import_module("bench_ab")
 
 
 def result(suite, op, provider, n, m, us, **extra):
@@ -192,3 +193,29 @@ def test_a_matrix_run_holds_the_warm_regime_and_the_variants_in_one_file(tmp_pat
     assert v["fp32 weight within 5% of the main run"].status == "no data"
     hbm = targets.load_run(str(run / "results.json"))
     assert hbm[("decode", "rmsnorm", "oink", 4096, 1)]["time_us"] == 1.0
+
+
+def test_ab_takes_the_median_of_each_sides_turns_and_lists_the_shapes_that_moved(tmp_path, capsys):
+    def turn(side, k, oink_us, copy_us):
+        rows = [
+            result("large_n", "rmsnorm", "oink", 131072, 4096, oink_us, variant="bf16"),
+            result("large_n", "rmsnorm", "copy", 131072, 4096, copy_us, variant="bf16"),
+            result("large_n", "rmsnorm", "oink", 32768, 1, 3.5, variant="bf16"),
+        ]
+        rows.append(dict(rows[0], status="error", time_us=None, N=65536))  # never compared
+        write_run(tmp_path / side / str(k), rows)
+
+    for k, (a_us, b_us) in enumerate([(600.0, 540.0), (620.0, 560.0), (900.0, 545.0)], 1):
+        turn("A", k, a_us, 500.0)
+        turn("B", k, b_us, 505.0)
+    a, b = ab.load_turns(str(tmp_path / "A")), ab.load_turns(str(tmp_path / "B"))
+    key = ("large_n", "bf16", "rmsnorm", "hbm", "oink", 131072, 4096)
+    assert (a[key], b[key]) == (620.0, 545.0)  # medians: one slow turn does not count
+    assert not any(k[5] == 65536 for k in a)
+    lines = ab.compare(a, b, tol=0.03)
+    assert "oink 0.938x (2)" in lines[1] and "copy 1.010x (1)" in lines[1]
+    assert lines[2] == "Shapes off by more than 3%: 1"
+    assert "N=131072 M=4096: 620.00 -> 545.00 us (0.879x)" in lines[3]
+    assert ab.main([str(tmp_path / "A"), str(tmp_path / "B")]) == 0
+    assert ab.main([str(tmp_path / "A"), str(tmp_path / "nothing")]) == 1
+    assert "no results.json" in capsys.readouterr().err
