@@ -40,7 +40,6 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>
   static_assert(sizeof(warp_sums) + sizeof(slice_sums) <= kClusterStaticSmemBytes,
                 "the planner counts these bytes");
   device::cluster_arrive_relaxed();
-  begin_pdl<W, true>(p);
 
   const int slices = p.slices;  // the cluster's CTAs, 2 to kMaxClusterCtas
   const uint32_t rank = device::cluster_rank();
@@ -49,6 +48,7 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>
   const int slice_first = static_cast<int>(rank) * kSliceChunks;
   const int slice_chunks = min(kSliceChunks, static_cast<int>(p.chunks_per_row) - slice_first);
   Thread thread(r, threadIdx.x, kMaxThreadsPerRow, slice_first, slice_chunks, true, slots);
+  begin_pdl<W, true>(p);  // after the addresses: they overlap the preceding kernel (PDL)
   thread.issue();
   const Acc slice_sum = thread.slice_sum(warp_sums);
 
