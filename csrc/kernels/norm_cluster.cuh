@@ -49,7 +49,6 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>
     device::mbarrier_arrive_expect_tx(&sums_arrived, static_cast<uint32_t>(slices * sizeof(Acc)));
   }
   device::cluster_arrive_relaxed();
-  begin_pdl<W, true>(p);
 
   const uint32_t rank = device::cluster_rank();
   const int64_t row = blockIdx.x / slices;
@@ -57,6 +56,7 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>
   const int slice_first = static_cast<int>(rank) * kSliceChunks;
   const int slice_chunks = min(kSliceChunks, static_cast<int>(p.chunks_per_row) - slice_first);
   Thread thread(r, threadIdx.x, kMaxThreadsPerRow, slice_first, slice_chunks, true, slots);
+  begin_pdl<W, true>(p);  // after the addresses: they overlap the preceding kernel (PDL)
   thread.issue();
   const Acc slice_sum = thread.slice_sum(warp_sums);
 

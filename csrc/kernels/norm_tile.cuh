@@ -218,16 +218,18 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>
   extern __shared__ uint4 slots[];
   __shared__ alignas(16) Acc warp_sums[kTileMaxThreads * kTileLanesPerThread / 32];
   static_assert(sizeof(warp_sums) <= kTileStaticSmemBytes, "the planner counts these bytes");
-  begin_pdl<W, true>(p);
 
+  // Addresses first (parameters and indices only), then begin_pdl's wait, then the loads: with
+  // PDL the address work overlaps the preceding kernel (as in norm_kernel).
   const int lanes = p.threads_per_row;              // a power of two >= 32 * kTileLanesPerThread
   const int threads = lanes / kTileLanesPerThread;  // this CTA's threads per row, whole warps
-  const int64_t row = int64_t{blockIdx.x} * p.rows_per_cta + threadIdx.x / threads;
+  const int64_t row = int64_t{blockIdx.x} * p.rows_per_cta + (threadIdx.x >> (__ffs(threads) - 1));
   // Threads past the last row still take part in the reduction (full-warp shuffles, barrier).
   const bool active = row < p.rows;
   const typename Thread::Row r(p, row, active);
   Thread thread(r, threadIdx.x & (threads - 1), lanes, 0, static_cast<int>(p.chunks_per_row),
                 active, slots);
+  begin_pdl<W, true>(p);
   thread.issue();
   thread.store(Thread::Row::inv_rms(thread.slice_sum(warp_sums), p));
 }
