@@ -350,8 +350,11 @@ def test_gemm_regime_runs_on_the_cpu_and_skips_over_its_memory_budget(tmp_path):
     records: list[dict] = []
     runner.run(cfg, _by_op(tmp_path), 10.0, records)
     timed = _find(records, "quack", N=64)
-    assert len(timed) == 1 and timed[0]["status"] == "ok" and timed[0]["regime"] == "gemm"
+    # "noisy" when the CPU's chains drift by more than the marginal (a loaded machine): the
+    # wiring below holds either way.
+    assert len(timed) == 1 and timed[0]["status"] in ("ok", "noisy")
     r = timed[0]
+    assert r["regime"] == "gemm"
     assert r["layers"] == 4 and r["replays"] == 5
     assert r["time_us"] == pytest.approx((r["chain_us"] - r["chain_without_norms_us"]) / 4)
     assert r["weights_bytes"] == 4 * 64 * 64 * 2

@@ -320,32 +320,26 @@ def _measure_provider(
     if reason:
         _close(recs, progress, label, status="unsupported", reason=reason)
         return
-    if p.group == FLOOR:  # no norm to gate; a floor for isolated calls only
-        for rec in recs:
-            if rec["regime"] == "gemm":
-                rec.update(status="unsupported", reason="the copy floor is for isolated calls")
-                continue
-            progress.step(f"{label} {p.name} {rec['regime']}")
-            try:
-                _time(cfg, shape, p, buf, rec, weights)
-            except Exception as e:
-                rec.update(status="error", reason=first_line(e))
-                _recover(cfg, f"{p.name} on {label} ({rec['regime']})", e)
-        return
-    try:
-        errors = _gate(cfg, shape.op, p, buf)
-    except Exception as e:
-        _close(recs, progress, label, status="error", reason=first_line(e))
-        _recover(cfg, f"{p.name} on {label}", e)
-        return
-    why = gate.why_failed(errors)
-    if why is None and errors["out_dtype"] != str(shape.dtype)[6:]:
-        why = f"returns {errors['out_dtype']} for {str(shape.dtype)[6:]} input (other bytes)"
-    if why:
-        _close(recs, progress, label, status="failed", reason=why, errors=errors)
-        return
+    errors = None
+    if p.group != FLOOR:  # the copy floor computes no norm: nothing to gate
+        try:
+            errors = _gate(cfg, shape.op, p, buf)
+        except Exception as e:
+            _close(recs, progress, label, status="error", reason=first_line(e))
+            _recover(cfg, f"{p.name} on {label}", e)
+            return
+        why = gate.why_failed(errors)
+        if why is None and errors["out_dtype"] != str(shape.dtype)[6:]:
+            why = f"returns {errors['out_dtype']} for {str(shape.dtype)[6:]} input (other bytes)"
+        if why:
+            _close(recs, progress, label, status="failed", reason=why, errors=errors)
+            return
     for rec in recs:
-        rec["errors"] = errors
+        if p.group == FLOOR and rec["regime"] == "gemm":
+            rec.update(status="unsupported", reason="the copy floor is for isolated calls")
+            continue
+        if errors is not None:
+            rec["errors"] = errors
         progress.step(f"{label} {p.name} {rec['regime']}")
         try:
             _time(cfg, shape, p, buf, rec, weights)
