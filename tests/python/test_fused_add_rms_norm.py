@@ -81,6 +81,31 @@ def test_batch_invariance(device, n, gen):
 
 
 @requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n", [32768, 131072])
+def test_long_rows_with_a_float32_weight_run_the_cluster(dtype, n, gen):
+    """A float32 weight on 16-bit long rows waits in shared memory (two slots per chunk): the
+    cluster takes those rows at every batch size, with the bits of the same rows alone, and the
+    fused op writes exactly rmsnorm(residual_after)."""
+    m = 33
+    w = (1 + 0.5 * torch.randn(n, generator=gen)).to("cuda")
+    x = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
+    residual = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
+    slot_bytes = 256 * 8 * 16  # a 256-thread CTA's slots of one stream
+    for op, streams in (("rmsnorm", 1), ("fused_add_rms_norm", 2)):
+        plan = oink.explain(x, w, op=op)
+        assert plan.variant == "cluster" and plan.cluster_ctas == n // 16384
+        assert plan.smem_bytes == (streams + 2) * slot_bytes  # + the weight's two slots a chunk
+        assert oink.explain(x[:1], w, op=op).variant == "cluster"
+    y = oink.rmsnorm(x, w, EPS)
+    assert torch.equal(oink.rmsnorm(x[m // 2 : m // 2 + 1].clone(), w, EPS)[0], y[m // 2])
+    x1, r1 = x[-1:].clone(), residual[-1:].clone()
+    run_and_check(x, residual, w, dtype)  # float64 bounds, the fused invariant
+    oink.fused_add_rms_norm(x1, r1, w, EPS)
+    assert torch.equal(x1[0], x[-1]) and torch.equal(r1[0], residual[-1])
+
+
+@requires_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("n", [64, 4096, 6144, 7168, 16384, 65536])
 @pytest.mark.parametrize("pdl", [True, False])
