@@ -165,10 +165,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: oink_schedule_sweep [OP N M]\n");
     return 2;
   } else {
+    // The last four: rows of 1024 lanes at mid M, whether the tile pays below 3 row groups per
+    // SM where the registers CTAs are 1024 threads (N=16384, M=256: 0.74x FlashInfer-CuTe).
     const int64_t shapes[][2] = {
-        {4096, 1},     {7168, 1},     {7168, 64},    {4096, 128},   {7168, 128},   {4096, 256},
-        {7168, 256},   {4096, 512},   {7168, 512},   {4096, 1024},  {7168, 1024},  {8192, 1024},
-        {4096, 65536}, {6144, 16384}, {7168, 65536}, {8192, 65536}, {16384, 16384}};
+        {4096, 1},     {7168, 1},     {7168, 64},    {4096, 128},   {7168, 128},    {4096, 256},
+        {7168, 256},   {4096, 512},   {7168, 512},   {4096, 1024},  {7168, 1024},   {8192, 1024},
+        {4096, 65536}, {6144, 16384}, {7168, 65536}, {8192, 65536}, {16384, 16384}, {16384, 64},
+        {16384, 128},  {16384, 256},  {16384, 512}};
     for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
       for (const auto& s : shapes) cases.push_back({op, s[0], s[1]});
     }
