@@ -154,10 +154,16 @@ if has_stage profile; then
       "rmsnorm 131072 1" "fused_add_rms_norm 131072 1" "rmsnorm 131072 4096" \
       "fused_add_rms_norm 131072 4096" "rmsnorm 16384 256"; do
       echo "== ncu: $case (the planner's plan, first launch)" >>"$OUT/profile.txt"
+      sections=(--section SpeedOfLight --section SchedulerStats --section WarpStateStats
+        --section Occupancy --section MemoryWorkloadAnalysis)
+      # The sections' bodies too (the stall reasons, the memory tables); where this ncu does not
+      # take --print-details, the headers alone.
       # shellcheck disable=SC2086
-      "$ncu_bin" --section SpeedOfLight --section SchedulerStats --section WarpStateStats \
-        --section Occupancy -k regex:norm -c 1 "$KERNEL_BUILD/oink_schedule_sweep" $case \
-        >>"$OUT/profile.txt" 2>&1
+      "$ncu_bin" "${sections[@]}" --print-details all -k regex:norm -c 1 \
+        "$KERNEL_BUILD/oink_schedule_sweep" $case >/tmp/ncu-case.txt 2>&1 ||
+        "$ncu_bin" "${sections[@]}" -k regex:norm -c 1 "$KERNEL_BUILD/oink_schedule_sweep" $case \
+          >/tmp/ncu-case.txt 2>&1
+      cat /tmp/ncu-case.txt >>"$OUT/profile.txt"
     done
   fi
   note "profile: ($((SECONDS - start)) s) $(grep -c '== ncu' "$OUT/profile.txt") cases"
