@@ -417,15 +417,23 @@ std::string describe(const NormPlan& plan, const NormProblem& p, const DeviceInf
   s += " row_dims=" + to_string(p.row_dims.count) +
        " row_sizes=" + list([&](int d) { return to_string(p.row_dims.size[d]); }) +
        " x_strides=" + list([&](int d) { return to_string(p.x_strides.s[d]); });
+  // Derived, for the reader: the chunks of one slice of the reduction layout (a cluster CTA's
+  // share of a row; the whole row when it is one slice), and whether CTAs loop over row groups.
+  const int64_t slice_chunks = plan.variant == KernelVariant::kCpu
+                                   ? 0
+                                   : std::min<int64_t>(plan.chunks_per_row, kSliceChunks);
   s += " chunk_elems=" + to_string(plan.chunk_elems) + " vector_io=" + to_string(plan.vector_io) +
        " threads_per_row=" + to_string(plan.threads_per_row) +
        " lanes_per_thread=" + to_string(plan.lanes_per_thread) +
-       " slices=" + to_string(plan.slices) + " cluster_ctas=" + to_string(plan.cluster_ctas) +
+       " slices=" + to_string(plan.slices) + " slice_chunks=" + to_string(slice_chunks) +
+       " cluster_ctas=" + to_string(plan.cluster_ctas) +
        " chunks_per_thread=" + to_string(plan.chunks_per_thread) +
        " rows_per_cta=" + to_string(plan.rows_per_cta) +
        " block_threads=" + to_string(plan.block_threads) + " grid=" + to_string(plan.grid) +
-       " stages=" + to_string(plan.stages) + " smem_bytes=" + to_string(plan.smem_bytes) +
-       " pdl=" + to_string(plan.use_pdl) + " image_sass=" + to_string(plan.image_sass_arch) +
+       " stages=" + to_string(plan.stages) +
+       " persistent=" + to_string(plan.variant == KernelVariant::kStreamed) +
+       " smem_bytes=" + to_string(plan.smem_bytes) + " pdl=" + to_string(plan.use_pdl) +
+       " image_sass=" + to_string(plan.image_sass_arch) +
        " image_ptx=" + to_string(plan.image_ptx_arch);
   return s;
 }

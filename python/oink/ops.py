@@ -82,7 +82,9 @@ class Plan:
     lanes_per_thread: int = 1  # tile, cluster: lanes one thread plays (a row runs on fewer threads)
     slices: int = 1  # slices of the row's reduction (16384 16-bit elements each), by N and dtype
     cluster_ctas: int = 0  # cluster: CTAs per thread block cluster (one per slice)
+    slice_chunks: int = 0  # chunks of one slice (a cluster CTA's share of a row); 0 on the CPU
     stages: int = 0  # streamed: row groups in flight per CTA
+    persistent: bool = False  # streamed: CTAs loop over row groups (every other schedule: one pass)
     smem_bytes: int = 0  # streamed, tile: dynamic shared memory per CTA
     ld_residual: int | None = None
     row_dims: int = 1  # leading dimensions walked per row (1: rows with one stride)
@@ -99,7 +101,7 @@ class Plan:
             if f.name not in raw:
                 continue
             value = raw[f.name]
-            if f.name in ("vector_io", "pdl"):
+            if f.name in ("vector_io", "pdl", "persistent"):
                 kwargs[f.name] = value == "1"
             elif f.name in ("op", "variant", "device", "x_dtype", "weight_dtype"):
                 kwargs[f.name] = value
@@ -128,7 +130,8 @@ class Plan:
             ]
         if self.variant == "cluster":
             lines += [
-                f"  one thread block cluster of {self.cluster_ctas} CTAs per row, one slice each; "
+                f"  one thread block cluster of {self.cluster_ctas} CTAs per row, one slice of "
+                f"{self.slice_chunks * self.chunk_elems} elements each; "
                 f"each thread plays {self.lanes_per_thread} of a slice's {self.threads_per_row} "
                 "reduction lanes; the slices' sums meet in distributed shared memory"
             ]

@@ -536,6 +536,14 @@ TEST(Describe, IsKeyValuePairsThatMatchThePlan) {
       return "lanes_per_thread=";
     if (kv["vector_io"] != (c.plan.vector_io ? "1" : "0")) return "vector_io= does not match";
     if (kv["grid"] != std::to_string(c.plan.grid)) return "grid= does not match";
+    // Derived for the reader: a slice's chunks (a cluster CTA's share; the row when it is one
+    // slice), and whether CTAs loop over row groups (the streamed schedule only).
+    const bool gpu = c.plan.variant != KernelVariant::kCpu;
+    const int64_t slice = gpu ? std::min<int64_t>(c.plan.chunks_per_row, kSliceChunks) : 0;
+    if (kv["slice_chunks"] != std::to_string(slice)) return "slice_chunks= does not match";
+    if (gpu && c.plan.slices * int64_t{kSliceChunks} < c.plan.chunks_per_row) return "slices";
+    const bool streamed = c.plan.variant == KernelVariant::kStreamed;
+    if (kv["persistent"] != (streamed ? "1" : "0")) return "persistent= does not match";
     if (kv["M"] != std::to_string(c.problem.rows)) return "M= does not match";
     return kv["N"] == std::to_string(c.problem.cols) ? nullptr : "N= does not match";
   });

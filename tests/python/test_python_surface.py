@@ -33,13 +33,14 @@ def test_explain_describes_the_plan(device):
     assert plan.x_dtype == "bfloat16" and plan.weight_dtype == "bfloat16"
     assert "rmsnorm" in str(plan)
     if device == "cpu":
-        assert plan.variant == "cpu"
+        assert plan.variant == "cpu" and plan.slice_chunks == 0 and not plan.persistent
     else:
         # A large aligned batch runs the tile schedule (4 reduction lanes per thread, one CTA per
         # row group); one row keeps it in registers. The row's reduction lanes (batch
         # invariance) are the same.
         assert plan.variant == "tile" and plan.vector_io and plan.lanes_per_thread == 4
         assert plan.grid == -(-4097 // plan.rows_per_cta) and plan.smem_bytes > 0
+        assert plan.slice_chunks == 512 and not plan.persistent  # one slice; one CTA per group
         alone = oink.explain(x[:1], w)
         assert alone.variant == "row_in_registers" and alone.grid == 1
         assert alone.threads_per_row == plan.threads_per_row

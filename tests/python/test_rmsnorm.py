@@ -138,6 +138,9 @@ def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
     finally:
         oink.set_pdl(previous)
     chunks = -(-n // (16 // dtype.itemsize))
+    batch_plan = oink.explain(batch, w)
+    assert batch_plan.slice_chunks == min(chunks, 2048)  # a slice: 2048 chunks at most
+    assert batch_plan.persistent == (batch_plan.variant == "streamed")
     assert ("row_in_registers" in plans and plans & {"tile", "streamed"}) or chunks > 2048
     # The tile schedule folds 4 reduction lanes into a thread: rows of 128 lanes or more, at most
     # 2 chunks per lane (16-bit N in [1032, 16384], float32 N in [516, 8192]), with a weight no
