@@ -20,12 +20,12 @@
 #                                    when it is there
 #   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
 #
-# Time on one H200 (2026-11-30): build 35-45 s, sanitize ~270 s before racecheck dropped the
-# PDL-off pass (expect ~160 s), test with PYTEST_K="not cpu" ~240 s, kernels+schedules+profile
-# ~50 s, bench (--matrix with the peers) about 5 minutes (290 s on 2026-12-01), peers' JIT
-# compiles included.
-# One device call may run 600 s: verification (build sanitize test) fits in one call, and
-# `build bench` in another; kernels schedules profile in a third.
+# Time on one H200 (2026-12-01): build 52 s (six targets; an sm_90a-only pip install 39 s),
+# sanitize 266 s (memcheck 54, racecheck 187, synccheck 25), test with PYTEST_K="not cpu" 440 s,
+# profile (11 cases) ~80 s, bench --matrix with the peers 290 s before the long rows and the
+# copy floor joined it (the long rows alone: 165 s), peers' JIT compiles included.
+# One device call may run 600 s: `build test` in one call, `sanitize profile` (after an sm_90a
+# install) in another, `bench` in a third; `ab` (two builds, four runs) in a call of its own.
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
 # sanitizer.log, kernels.txt, schedules.txt, profile.txt and bench.tar.gz; the ab stage writes
@@ -85,7 +85,9 @@ if has_stage test; then
   gpus=$(nvidia-smi --list-gpus | wc -l)
   run_pytest() { # LOG [PYTEST ARGS...]
     local log=$1 && shift
-    python3 -m pytest -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} "$@" >"$log" 2>&1
+    # --durations: the slowest tests, in the log (the suite took 440 s on one H200 on 2026-12-01).
+    python3 -m pytest -q -p no:cacheprovider --durations=25 ${PYTEST_K:+-k "$PYTEST_K"} "$@" \
+      >"$log" 2>&1
   }
   if ((gpus >= 2)); then
     mapfile -t files < <(ls tests/python/test_*.py | grep -v test_multi_gpu)
