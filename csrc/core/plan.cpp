@@ -148,8 +148,12 @@ bool tile_fits(const NormProblem& p, const DeviceInfo& d, int threads_per_row, i
 // two_pass, which sums the same slices one after another.
 constexpr int kClusterCtaThreads = kMaxThreadsPerRow / kTileLanesPerThread;
 
+// A CUDA grid's x dimension: the cluster grid is M x slices CTAs (M itself is at most this).
+constexpr int64_t kMaxGridX = 0x7fffffff;
+
 bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, bool vector_io) {
   return vector_io && d.cc_major >= 9 && slices > 1 && slices <= kMaxClusterCtas &&
+         p.rows <= kMaxGridX / slices &&
          tile_smem_bytes(p, kClusterCtaThreads) + kClusterStaticSmemBytes <= d.max_smem_per_block;
 }
 
@@ -374,8 +378,8 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     }
   } else if (cluster) {
     if (!cluster_fits(p, device, plan.slices, plan.vector_io)) {
-      return "the cluster variant needs sm_90+, vector I/O, 2 to kMaxClusterCtas slices, and "
-             "its shared memory";
+      return "the cluster variant needs sm_90+, vector I/O, 2 to kMaxClusterCtas slices, M x "
+             "slices CTAs in one grid, and its shared memory";
     }
     if (tpr != kMaxThreadsPerRow || plan.block_threads != kClusterCtaThreads ||
         plan.rows_per_cta != 1) {

@@ -445,15 +445,19 @@ TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
     EXPECT_EQ(plan_violation(plan, w32, hopper()), "");
   }
   // What the cluster cannot take sums the same slices in two_pass: unaligned rows, more than 16
-  // slices, a GPU without clusters.
+  // slices, a GPU without clusters, a grid too large.
   const NormProblem unaligned = problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 65536, 4,
                                         Layout{"", 2, 256, 0, 0});
   const NormProblem huge =
       problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 524288, 4, kLayouts[0]);
+  // M x slices CTAs past a grid's 2^31 - 1 (M = 2^30 rows of 4 slices; the binding allows M up
+  // to 2^31 - 1, whatever memory holds).
+  const NormProblem too_many_ctas = problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm,
+                                            65536, int64_t{1} << 30, kLayouts[0]);
   const NormProblem aligned =
       problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 65536, 4, kLayouts[0]);
-  for (const auto& [p, d] :
-       {std::pair{unaligned, hopper()}, std::pair{huge, hopper()}, std::pair{aligned, ampere()}}) {
+  for (const auto& [p, d] : {std::pair{unaligned, hopper()}, std::pair{huge, hopper()},
+                             std::pair{aligned, ampere()}, std::pair{too_many_ctas, hopper()}}) {
     const NormPlan plan = make_plan(p, d);
     EXPECT_EQ(plan.variant, KernelVariant::kTwoPass) << describe(plan, p, d);
     EXPECT_EQ(plan.slices, slices_for(p.cols, p.x_dtype));
