@@ -3,8 +3,10 @@
 // idea. Every plan is checked with plan_violation() before it is launched, so a sweep never
 // launches a plan the kernels do not support.
 //
-//   oink_schedule_sweep            decode and large-batch cases, bf16; one line per (case, plan)
-//   oink_schedule_sweep OP N M     one case (OP: rmsnorm or fused_add_rms_norm), e.g. under ncu
+//   oink_schedule_sweep            decode and large-batch cases, bf16 (some with a float32
+//                                  weight: op "rmsnorm/w32"); one line per (case, plan)
+//   oink_schedule_sweep OP N M [w32]   one case (OP: rmsnorm or fused_add_rms_norm; w32: a
+//                                  float32 weight), e.g. under ncu
 //
 // Timing: a CUDA graph of kCalls launches over rotating buffer sets (one pass over the sets is
 // more than twice the L2), median over kReplays replays between CUDA events.
@@ -83,10 +85,11 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   }
   // A plan made for `rows` rows of `op`, launched over p.rows: the same schedule at another batch
   // size (and, for the tile schedule, the other op's: the planner may not pick it for this one).
-  auto widened = [&](int64_t rows, NormOp op) {
+  auto widened = [&](int64_t rows, NormOp op, DType w_dtype) {
     NormProblem q = p;
     q.rows = rows;
     q.op = op;
+    q.w_dtype = w_dtype;
     NormPlan plan = plan_on_device(q, d, 0);
     plan.use_pdl = chosen.use_pdl;
     if (plan.variant != KernelVariant::kStreamed) {
@@ -97,8 +100,11 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
     }
     return plan;
   };
-  out.push_back({"registers", widened(1, p.op)});  // the per-row schedule
-  const NormPlan many = widened(int64_t{1} << 20, NormOp::kRmsNorm);
+  out.push_back({"registers", widened(1, p.op, p.w_dtype)});  // the per-row schedule
+  // The tile's shape from the plan of a weight no wider than x (the planner does not choose the
+  // tile for a wider one yet); its shared memory is this problem's (widened: the weight's slots).
+  const DType narrow = dtype_size(p.w_dtype) > dtype_size(p.x_dtype) ? p.x_dtype : p.w_dtype;
+  const NormPlan many = widened(int64_t{1} << 20, NormOp::kRmsNorm, narrow);
   if (many.variant == KernelVariant::kTile) {
     out.push_back({"tile", many});
     NormPlan no_pdl_tile = many;
@@ -106,7 +112,7 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
     out.push_back({"tile_no_pdl", no_pdl_tile});
   }
   // The streamed layout of this op and row: one lane per thread, its slots per thread.
-  NormPlan streamed = widened(1, p.op);
+  NormPlan streamed = widened(1, p.op, p.w_dtype);
   if (p.op != NormOp::kRmsNorm || !streamed.vector_io || p.rows <= 256) return out;
   streamed.variant = KernelVariant::kStreamed;
   streamed.chunks_per_thread = static_cast<int>(
@@ -129,10 +135,11 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   return out;
 }
 
-NormProblem bf16_problem(NormOp op, int64_t n, int64_t m) {
+NormProblem bf16_problem(NormOp op, int64_t n, int64_t m, DType w_dtype) {
   NormProblem p;
   p.op = op;
-  p.x_dtype = p.w_dtype = DType::kBFloat16;
+  p.x_dtype = DType::kBFloat16;
+  p.w_dtype = w_dtype;
   p.rows = m;
   p.cols = n;
   set_row_stride(p, n);
@@ -147,9 +154,10 @@ int main(int argc, char** argv) {
   struct Case {
     NormOp op;
     int64_t n, m;
+    DType w_dtype = DType::kBFloat16;
   };
   std::vector<Case> cases;
-  if (argc == 4) {
+  if (argc == 4 || argc == 5) {
     const std::string op = argv[1];
     if (op != "rmsnorm" && op != "fused_add_rms_norm") {
       std::fprintf(stderr, "oink_schedule_sweep: OP must be rmsnorm or fused_add_rms_norm\n");
@@ -160,9 +168,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "oink_schedule_sweep: N and M must be positive integers\n");
       return 2;
     }
-    cases.push_back({op == "rmsnorm" ? NormOp::kRmsNorm : NormOp::kFusedAddRmsNorm, n, m});
+    if (argc == 5 && std::string(argv[4]) != "w32") {
+      std::fprintf(stderr, "oink_schedule_sweep: the fourth argument may only be w32\n");
+      return 2;
+    }
+    cases.push_back({op == "rmsnorm" ? NormOp::kRmsNorm : NormOp::kFusedAddRmsNorm, n, m,
+                     argc == 5 ? DType::kFloat32 : DType::kBFloat16});
   } else if (argc != 1) {
-    std::fprintf(stderr, "usage: oink_schedule_sweep [OP N M]\n");
+    std::fprintf(stderr, "usage: oink_schedule_sweep [OP N M [w32]]\n");
     return 2;
   } else {
     // The last four: rows of 1024 lanes at mid M, whether the tile pays below 3 row groups per
@@ -175,6 +188,11 @@ int main(int argc, char** argv) {
     for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
       for (const auto& s : shapes) cases.push_back({op, s[0], s[1]});
     }
+    // rmsnorm with a float32 weight, where the streamed kernel trails Quack (0.88-0.92x): the
+    // tile with that weight in shared memory against it.
+    const int64_t w32_shapes[][2] = {{7168, 4096}, {8192, 4096}, {7168, 16384}, {8192, 16384}};
+    for (const auto& s : w32_shapes)
+      cases.push_back({NormOp::kRmsNorm, s[0], s[1], DType::kFloat32});
   }
   const bench::Device dev = bench::current_device();
   const cudaDeviceProp& prop = dev.prop;
@@ -185,20 +203,23 @@ int main(int argc, char** argv) {
   std::printf("%-19s %6s %7s %-22s %9s %8s  plan\n", "op", "N", "M", "candidate", "us", "GB/s");
   for (const Case& s : cases) {
     const NormOp op = s.op;
-    const NormProblem p = bf16_problem(op, s.n, s.m);
+    const NormProblem p = bf16_problem(op, s.n, s.m, s.w_dtype);
     Buffers buffers = allocate_sets(p, prop.l2CacheSize);
-    const double moved = (op == NormOp::kRmsNorm ? 2.0 : 4.0) * s.m * s.n * 2 + s.n * 2;
+    const double moved =
+        (op == NormOp::kRmsNorm ? 2.0 : 4.0) * s.m * s.n * 2 + s.n * dtype_size(s.w_dtype);
+    const std::string name =
+        std::string(op_name(op)) + (s.w_dtype == DType::kFloat32 ? "/w32" : "");
     for (const Candidate& c : candidates(p, d)) {
       NormProblem used = p;
       used.has_weight = c.weight;
       const std::string broken = plan_violation(c.plan, used, d);
       if (!broken.empty()) {
-        std::printf("%-19s %6lld %7lld %-22s   invalid: %s\n", op_name(op), (long long)s.n,
+        std::printf("%-19s %6lld %7lld %-22s   invalid: %s\n", name.c_str(), (long long)s.n,
                     (long long)s.m, c.name.c_str(), broken.c_str());
         continue;
       }
       const double us = time_plan(c.plan, used, buffers, c.weight, stream);
-      std::printf("%-19s %6lld %7lld %-22s %9.2f %8.0f  %s\n", op_name(op), (long long)s.n,
+      std::printf("%-19s %6lld %7lld %-22s %9.2f %8.0f  %s\n", name.c_str(), (long long)s.n,
                   (long long)s.m, c.name.c_str(), us, us > 0 ? moved / us / 1e3 : 0.0,
                   describe(c.plan, used, d).c_str());
       std::fflush(stdout);

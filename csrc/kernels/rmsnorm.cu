@@ -112,8 +112,9 @@ SelectedKernel select_variant(const NormPlan& plan) {
       }
       break;
     case KernelVariant::kTile:
-      // Never planned otherwise (plan_violation): vector I/O, a weight no wider than x.
-      if constexpr (kVector && sizeof(W) <= sizeof(T)) {
+      // Never planned otherwise (plan_violation): vector I/O (a weight wider than x waits in
+      // shared memory; the planner itself does not choose the tile for it yet).
+      if constexpr (kVector) {
         return smem_kernel<norm_tile_kernel<T, W, kFused>>();
       }
       break;
