@@ -17,8 +17,9 @@ import oink
 from oink.testing import DTYPE_COMBOS, DTYPES, padded_rows, rmsnorm_reference, schedule_test_rows
 
 # Registers with 1 and 2 chunks per thread; rows of 2, 4, 8 and 16 slices: clusters of that many
-# CTAs (16: the non-portable size) where aligned, two_pass where not.
-CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072, 262144]
+# CTAs (16: the non-portable size) where aligned, two_pass where not; 17 and 32 slices: two per
+# CTA (the last of 9 CTAs holding one).
+CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 278528, 524288]
 # Large batches: streamed (64: persistent 128-thread CTAs), tile (4096: 2 rows per CTA, rmsnorm;
 # 6144 and 16384: both ops, 128 and 256 threads), a cluster per row (32768).
 LARGE_N = [64, 4096, 6144, 16384, 32768]

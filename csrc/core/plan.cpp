@@ -152,10 +152,17 @@ constexpr int kClusterCtaThreads = kMaxThreadsPerRow / kTileLanesPerThread;
 // A CUDA grid's x dimension: the cluster grid is M x slices CTAs (M itself is at most this).
 constexpr int64_t kMaxGridX = 0x7fffffff;
 
+// A cluster's CTAs for a row of `slices` slices (one or two slices each).
+int cluster_ctas_for(int slices) {
+  const int per_cta = cluster_slices_per_cta(slices);
+  return (slices + per_cta - 1) / per_cta;
+}
+
 bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, bool vector_io) {
-  return vector_io && d.cc_major >= 9 && slices > 1 && slices <= kMaxClusterCtas &&
-         p.rows <= kMaxGridX / slices &&
-         tile_smem_bytes(p, kClusterCtaThreads) + kClusterStaticSmemBytes <= d.max_smem_per_block;
+  if (!vector_io || d.cc_major < 9 || slices < 2 || slices > kMaxClusterSlices) return false;
+  const int block = kClusterCtaThreads * cluster_slices_per_cta(slices);
+  return p.rows <= kMaxGridX / cluster_ctas_for(slices) &&
+         tile_smem_bytes(p, block) + kClusterStaticSmemBytes <= d.max_smem_per_block;
 }
 
 // Whether the tile schedule beats the registers one for a batch of `groups` tile row groups: from
@@ -252,11 +259,11 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
         plan.variant = KernelVariant::kCluster;
         plan.lanes_per_thread = kTileLanesPerThread;
         plan.rows_per_cta = 1;
-        plan.block_threads = kClusterCtaThreads;
+        plan.block_threads = kClusterCtaThreads * cluster_slices_per_cta(plan.slices);
         plan.chunks_per_thread = kTileSlotsPerThread;
         plan.smem_bytes = static_cast<int>(tile_smem_bytes(p, plan.block_threads));
-        plan.cluster_ctas = plan.slices;
-        plan.grid = p.rows * plan.slices;
+        plan.cluster_ctas = cluster_ctas_for(plan.slices);
+        plan.grid = p.rows * plan.cluster_ctas;
       } else {
         plan.variant = KernelVariant::kTwoPass;
       }
@@ -320,12 +327,16 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
   if (plan.slices > 1 && !cluster && plan.variant != KernelVariant::kTwoPass) {
     return "rows of several slices run the cluster or two_pass variant";
   }
-  if (plan.cluster_ctas != (cluster ? plan.slices : 0)) {
-    return "cluster_ctas must be the slices for the cluster variant, else 0";
+  if (plan.cluster_ctas != (cluster ? cluster_ctas_for(plan.slices) : 0)) {
+    return "cluster_ctas must be the CTAs for the slices (cluster_ctas_for) in the cluster "
+           "variant, else 0";
   }
-  if (plan.block_threads != tpr / plan.lanes_per_thread * plan.rows_per_cta ||
+  // A CTA holds rows_per_cta rows, or a cluster CTA its slices, side by side.
+  const int groups = cluster ? cluster_slices_per_cta(plan.slices) : plan.rows_per_cta;
+  if (plan.block_threads != tpr / plan.lanes_per_thread * groups ||
       plan.block_threads > kMaxThreadsPerRow) {
-    return "block_threads must be threads_per_row / lanes_per_thread * rows_per_cta, at most 1024";
+    return "block_threads must be threads_per_row / lanes_per_thread * rows_per_cta (a cluster "
+           "CTA: * its slices), at most 1024";
   }
   if (plan.block_threads % 32 != 0 && plan.rows_per_cta != 1) return "partial warps";
   if (plan.vector_io && !aligned_for_vectors(p, plan.chunk_elems)) {
@@ -378,18 +389,20 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     }
   } else if (cluster) {
     if (!cluster_fits(p, device, plan.slices, plan.vector_io)) {
-      return "the cluster variant needs sm_90+, vector I/O, 2 to kMaxClusterCtas slices, M x "
-             "slices CTAs in one grid, and its shared memory";
+      return "the cluster variant needs sm_90+, vector I/O, 2 to kMaxClusterSlices slices, one "
+             "grid for M x its CTAs, and its shared memory";
     }
-    if (tpr != kMaxThreadsPerRow || plan.block_threads != kClusterCtaThreads ||
+    if (tpr != kMaxThreadsPerRow ||
+        plan.block_threads != kClusterCtaThreads * cluster_slices_per_cta(plan.slices) ||
         plan.rows_per_cta != 1) {
-      return "a cluster CTA is one slice: 1024 lanes on 256 threads";
+      return "a cluster CTA is one or two slices (cluster_slices_per_cta): 1024 lanes each on "
+             "256 threads";
     }
     if (c != kTileSlotsPerThread) return "cluster chunks_per_thread must be kTileSlotsPerThread";
     if (plan.smem_bytes != tile_smem_bytes(p, plan.block_threads)) {
       return "smem_bytes does not match the cluster's tile layout";
     }
-    if (plan.grid != p.rows * plan.slices) return "a cluster grid is one cluster per row";
+    if (plan.grid != p.rows * plan.cluster_ctas) return "a cluster grid is one cluster per row";
   } else if (c != 0) {
     return "only row_in_registers, streamed, tile and cluster keep chunks per thread";
   }

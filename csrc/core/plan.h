@@ -71,15 +71,22 @@ inline constexpr int kTileMaxThreads = kMaxThreadsPerRow / kTileLanesPerThread;
 // So a long row's bits are fixed by N like any row's, and its slices can be summed apart: by the
 // CTAs of a cluster (kCluster), or one after another by one CTA (kTwoPass).
 inline constexpr int kSliceChunks = kTileMaxChunksPerLane * kMaxThreadsPerRow;
-// A cluster holds one slice per CTA, at most 16 CTAs (Hopper's limit with the non-portable
-// cluster size opted into; 8 portably).
+// A cluster has at most 16 CTAs (Hopper's limit with the non-portable cluster size opted into;
+// 8 portably). A CTA holds one slice (256 threads), or two (512 threads, two tiles side by side)
+// for rows of more than 16 slices: up to 32 slices, N = 524288 at 16 bits, 262144 at float32.
 inline constexpr int kMaxClusterCtas = 16;
 inline constexpr int kPortableClusterCtas = 8;
+inline constexpr int kMaxSlicesPerClusterCta = 2;
+inline constexpr int kMaxClusterSlices = kMaxClusterCtas * kMaxSlicesPerClusterCta;
+// Slices per cluster CTA for a row of `slices` slices: one while the cluster has a CTA for each.
+constexpr int cluster_slices_per_cta(int slices) { return slices <= kMaxClusterCtas ? 1 : 2; }
 // Static shared memory of the tile kernel: the sums of up to 32 lane warps, float64 at most.
 inline constexpr int kTileStaticSmemBytes = kTileMaxThreads * kTileLanesPerThread / 32 * 8;
-// Static shared memory of the cluster kernel: the tile's, plus the cluster's slice sums and the
-// mbarrier they arrive on.
-inline constexpr int kClusterStaticSmemBytes = kTileStaticSmemBytes + kMaxClusterCtas * 8 + 8;
+// Static shared memory of the cluster kernel: the lane-warp sums of up to two slices, the
+// row's slice sums (float64 at most) and the mbarrier they arrive on.
+inline constexpr int kClusterMaxThreads = kTileMaxThreads * kMaxSlicesPerClusterCta;
+inline constexpr int kClusterStaticSmemBytes =
+    kClusterMaxThreads * kTileLanesPerThread / 32 * 8 + kMaxClusterSlices * 8 + 8;
 // Row groups per SM from which rmsnorm takes the tile schedule; below, the registers schedule
 // (one lane per thread: the shortest path through a row) is faster. Measured on the H200
 // (bench/schedules, bf16): at 2 groups per SM registers won (N=4096, M=512: 3.90 against

@@ -1,6 +1,6 @@
 // The `cluster` schedule, for rows longer than one slice (kSliceChunks chunks: 16384 elements of a
-// 16-bit type, 8192 of float32): a thread block cluster per row, one CTA per slice, at every
-// batch size.
+// 16-bit type, 8192 of float32): a thread block cluster per row, one CTA per slice (two per CTA
+// past kMaxClusterCtas slices), at every batch size.
 //
 // Why (docs/kernels.md, "cluster"): one long row on one CTA is a chain of dependent round trips
 // (two_pass: ~12 for N=131072, 14 us against a copy's 3-4); split over a cluster, every slice is
@@ -10,8 +10,8 @@
 // Each CTA is a tile of its slice (TileThread: 256 threads playing the slice's 1024 lanes, 8
 // chunks each, staged in shared memory, the weight in registers), so a slice's sum has the bits
 // of a row of that length; the row's sum is the slices' sums added in slice order, by every CTA
-// alike, as two_pass adds them. The exchange: each CTA stores its slice's sum into every CTA's
-// `slice_sums[rank]` with st.async, which credits the receiving CTA's mbarrier (`sums_arrived`,
+// alike, as two_pass adds them. The exchange: each slice's sum is stored into every CTA's
+// `slice_sums[slice]` with st.async, which credits the receiving CTA's mbarrier (`sums_arrived`,
 // armed for `slices` sums); each CTA waits on its own mbarrier, so it waits for the data only,
 // not for a second cluster-wide barrier. The one cluster barrier, arrived on at the start (after
 // the mbarrier's initialisation) and waited for just before the stores, tells that every CTA has
@@ -28,41 +28,57 @@
 
 namespace oink {
 
-// Registers as the tile's: 16-bit rmsnorm slices at 64 per thread, so that 4 CTAs share an SM
-// (with 1 CTA per SM requested, ptxas took 80 and 3 fit: 8% slower at M >= 1024, H200).
+// Registers as the tile's: 16-bit rmsnorm slices at 64 per thread, so that 4 one-slice CTAs (or
+// 2 two-slice ones) share an SM (with 1 CTA per SM requested, ptxas took 80 and 3 fit: 8% slower
+// at M >= 1024, H200).
+template <typename T, bool kFused>
+inline constexpr int kClusterMinCtasPerSm =
+    kTileMinCtasPerSm<T, kFused>* kTileMaxThreads / kClusterMaxThreads > 0
+        ? kTileMinCtasPerSm<T, kFused>* kTileMaxThreads / kClusterMaxThreads
+        : 1;
+
+// A CTA holds blockDim.x / kTileMaxThreads slices (cluster_slices_per_cta: two for rows of more
+// than kMaxClusterCtas slices), its thread groups side by side: group g of CTA `rank` is slice
+// rank * per_cta + g (a last CTA's second group may have no slice: it loads and stores nothing,
+// sends nothing). Each group's lane warps fill their own 32 entries of warp_sums, so the groups
+// reduce apart within one barrier, as the tile's row groups do.
 template <typename T, typename W, bool kFused>
-__global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>))
+__global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, kFused>))
     norm_cluster_kernel(const KernelParams p) {
   using Thread = TileThread<T, W, kFused>;
   using Row = typename Thread::Row;
   using Acc = typename Thread::Acc;
   extern __shared__ uint4 slots[];
-  __shared__ alignas(16) Acc warp_sums[kTileMaxThreads * kTileLanesPerThread / 32];
-  __shared__ Acc slice_sums[kMaxClusterCtas];
+  __shared__ alignas(16) Acc warp_sums[kClusterMaxThreads * kTileLanesPerThread / 32];
+  __shared__ Acc slice_sums[kMaxClusterSlices];
   __shared__ uint64_t sums_arrived;  // an mbarrier: every slice's sum has landed here
   static_assert(
       sizeof(warp_sums) + sizeof(slice_sums) + sizeof(sums_arrived) <= kClusterStaticSmemBytes,
       "the planner counts these bytes");
-  const int slices = p.slices;  // the cluster's CTAs, 2 to kMaxClusterCtas
+  const int slices = p.slices;  // 2 to kMaxClusterSlices
   if (threadIdx.x == 0) {
     device::mbarrier_init(&sums_arrived, 1);
     device::mbarrier_arrive_expect_tx(&sums_arrived, static_cast<uint32_t>(slices * sizeof(Acc)));
   }
   device::cluster_arrive_relaxed();
 
-  const uint32_t rank = device::cluster_rank();
-  const int64_t row = blockIdx.x / slices;
+  const int per_cta = static_cast<int>(blockDim.x) / kTileMaxThreads;  // 1 or 2
+  const int ctas = (slices + per_cta - 1) / per_cta;                   // the cluster's CTAs
+  const int t = static_cast<int>(threadIdx.x) % kTileMaxThreads;       // thread in its group
+  const int slice = static_cast<int>(device::cluster_rank()) * per_cta +
+                    static_cast<int>(threadIdx.x) / kTileMaxThreads;
+  const int64_t row = blockIdx.x / ctas;
   const Row r(p, row, true);
-  const int slice_first = static_cast<int>(rank) * kSliceChunks;
+  const int slice_first = slice * kSliceChunks;
   const int slice_chunks = min(kSliceChunks, static_cast<int>(p.chunks_per_row) - slice_first);
-  Thread thread(r, threadIdx.x, kMaxThreadsPerRow, slice_first, slice_chunks, true, slots);
+  Thread thread(r, t, kMaxThreadsPerRow, slice_first, slice_chunks, true, slots);
   begin_pdl<W, true>(p);  // after the addresses: they overlap the preceding kernel (PDL)
   thread.issue();
   const Acc slice_sum = thread.slice_sum(warp_sums);
 
   device::cluster_wait();  // every CTA of the cluster has started, its mbarrier armed
-  if (threadIdx.x < slices) {
-    device::store_async_to_cluster_rank(&slice_sums[rank], &sums_arrived, threadIdx.x, slice_sum);
+  if (t < ctas && slice < slices) {
+    device::store_async_to_cluster_rank(&slice_sums[slice], &sums_arrived, t, slice_sum);
   }
   device::mbarrier_wait(&sums_arrived, 0);  // every slice's sum is in this CTA's slice_sums
   Acc total = 0;

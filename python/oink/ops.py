@@ -130,7 +130,8 @@ class Plan:
             ]
         if self.variant == "cluster":
             lines += [
-                f"  one thread block cluster of {self.cluster_ctas} CTAs per row, one slice of "
+                f"  one thread block cluster of {self.cluster_ctas} CTAs per row, "
+                f"{'one slice' if self.slices <= self.cluster_ctas else 'two slices'} of "
                 f"{self.slice_chunks * self.chunk_elems} elements each; "
                 f"each thread plays {self.lanes_per_thread} of a slice's {self.threads_per_row} "
                 "reduction lanes; the slices' sums meet in distributed shared memory"

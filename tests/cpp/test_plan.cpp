@@ -165,7 +165,11 @@ TEST(MakePlan, GridCoversEveryRowAndRowsPerCtaIgnoresM) {
       // Persistent CTAs loop over row groups: at least one, never more CTAs than groups.
       if (c.plan.grid < 1 || c.plan.grid > groups) return "streamed grid outside [1, groups]";
     } else if (c.plan.variant == KernelVariant::kCluster) {
-      if (c.plan.grid != m * c.plan.slices) return "cluster grid is not one cluster per row";
+      // One cluster per row, one CTA per slice (two past 16 slices).
+      const int per_cta = c.plan.slices > 16 ? 2 : 1;
+      if (c.plan.cluster_ctas != (c.plan.slices + per_cta - 1) / per_cta) return "cluster CTAs";
+      if (c.plan.block_threads != 256 * per_cta) return "cluster block_threads";
+      if (c.plan.grid != m * c.plan.cluster_ctas) return "cluster grid is not one cluster per row";
     } else if (c.plan.grid != groups) {
       return "grid is not one CTA per row group";
     }
@@ -440,6 +444,24 @@ TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
       }
     }
   }
+  // Past 16 slices a CTA holds two (512 threads, two tiles side by side), up to 32 slices:
+  // 16-bit N <= 524288, float32 N <= 262144; an odd count leaves the last CTA one slice.
+  for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
+    for (const auto& [x, n, ctas] : {std::tuple{DType::kBFloat16, int64_t{278528}, 9},
+                                     std::tuple{DType::kFloat16, int64_t{524288}, 16},
+                                     std::tuple{DType::kFloat32, int64_t{262144}, 16}}) {
+      const NormProblem p = problem(x, Weight::kSame, op, n, 3, kLayouts[0]);
+      const NormPlan plan = make_plan(p, hopper());
+      SCOPED_TRACE(describe(plan, p, hopper()));
+      ASSERT_EQ(plan.variant, KernelVariant::kCluster);
+      EXPECT_EQ(plan.slices, slices_for(n, x));
+      EXPECT_EQ(plan.cluster_ctas, ctas);
+      EXPECT_EQ(plan.block_threads, 512);
+      EXPECT_EQ(plan.grid, 3 * ctas);
+      EXPECT_EQ(plan.smem_bytes, 512 * 8 * 16 * (op == NormOp::kRmsNorm ? 1 : 2));
+      EXPECT_EQ(plan_violation(plan, p, hopper()), "");
+    }
+  }
   // A float32 weight on 16-bit rows: the cluster too, the weight's 8 chunks per thread in two
   // shared-memory slots each (64 KB more per CTA).
   for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
@@ -451,12 +473,12 @@ TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
     EXPECT_EQ(plan.smem_bytes, make_plan(same, hopper()).smem_bytes + 2 * 256 * 8 * 16);
     EXPECT_EQ(plan_violation(plan, w32, hopper()), "");
   }
-  // What the cluster cannot take sums the same slices in two_pass: unaligned rows, more than 16
+  // What the cluster cannot take sums the same slices in two_pass: unaligned rows, more than 32
   // slices, a GPU without clusters, a grid too large.
   const NormProblem unaligned = problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 65536, 4,
                                         Layout{"", 2, 256, 0, 0});
   const NormProblem huge =
-      problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 524288, 4, kLayouts[0]);
+      problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 1048576, 4, kLayouts[0]);
   // M x slices CTAs past a grid's 2^31 - 1 (M = 2^30 rows of 4 slices; the binding allows M up
   // to 2^31 - 1, whatever memory holds).
   const NormProblem too_many_ctas = problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm,

@@ -114,7 +114,9 @@ def test_batch_invariance(device, combo, n, gen):
 
 @requires_cuda
 @pytest.mark.parametrize("combo", DTYPE_COMBOS, ids=combo_id)
-@pytest.mark.parametrize("n", [64, 1024, 4096, 7168, 16384, 16392, 32768, 131072, 262144])
+@pytest.mark.parametrize(
+    "n", [64, 1024, 4096, 7168, 16384, 16392, 32768, 131072, 262144, 278528, 524288]
+)
 @pytest.mark.parametrize("pdl", [True, False])
 def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
     """The registers schedule (one row), the tile or streamed one (aligned batch) and the
@@ -147,11 +149,11 @@ def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
     # wider than x (it waits in registers).
     narrow_weight = wdtype is None or wdtype.itemsize <= dtype.itemsize
     assert ("tile" in plans) == (128 < chunks <= 2048 and narrow_weight)
-    # Rows of 2 to 16 slices (2048 chunks each): a cluster per row at every M (Hopper; a weight
-    # wider than x waits in shared memory); two_pass for unaligned rows and for rows of more
-    # slices than a cluster has CTAs (float32 N = 262144: 32 slices).
+    # Rows of 2 to 32 slices (2048 chunks each): a cluster per row at every M (Hopper; a CTA per
+    # slice, two per CTA past 16; a weight wider than x waits in shared memory); two_pass for
+    # unaligned rows and longer rows.
     if chunks > 2048:
-        assert ("cluster" in plans) == (chunks <= 16 * 2048)
+        assert ("cluster" in plans) == (chunks <= 32 * 2048)
         assert "two_pass" in plans
     ref = rmsnorm_reference(batch, w, EPS)
     assert_close_to_reference(y, ref, torch_rmsnorm(batch, w, EPS), dtype)
