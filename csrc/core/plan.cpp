@@ -120,13 +120,12 @@ TileShape tile_shape(int threads_per_row, int64_t rows) {
 
 // A tile thread holds its 8 chunks of the weight in registers (32 of them for a 16-bit weight,
 // or a float32 weight on float32 rows); a float32 weight on 16-bit rows waits in shared memory
-// (tile_weight_slots), which the tile can run (tile_fits: a hand-made plan, the schedule sweep)
-// but the planner does not choose for rows of one slice yet: the first tile read that weight
-// after the reduction from L1 and was slower than the streamed schedule (H200, rmsnorm bf16
-// rows, float32 weight, N=7168: M=4096 39.6 against 32.5 us, M=16384 134.5 against 121.0), and
-// the shared-memory weight is not measured against streaming yet (the sweep's `w32` cases).
-// Long rows take the cluster with any weight: its alternative is two_pass.
-bool tile_weight_pays(const NormProblem& p) {
+// (tile_weight_slots), which the tile and the cluster can run (a hand-made plan: the schedule
+// sweep, plan_violation) but the planner does not choose. The tile with that weight was 5.5x
+// slower than the streamed schedule (H200, bench/schedules, rmsnorm bf16 rows, N=7168, M=4096:
+// 175.2 against 31.8 us; N=8192: 177.0 against 36.1), a cause not yet profiled, which the
+// cluster's slices share; so long rows with that weight keep two_pass, as measured before.
+bool smem_weight_pays(const NormProblem& p) {
   return !p.has_weight || dtype_size(p.w_dtype) <= dtype_size(p.x_dtype);
 }
 
@@ -144,9 +143,9 @@ bool tile_fits(const NormProblem& p, const DeviceInfo& d, int threads_per_row, i
 }
 
 // The cluster schedule: rows of several slices, one slice per CTA of a cluster (Hopper and
-// later), each CTA a tile of one slice (256 threads playing 1024 lanes; a weight wider than x in
-// shared memory). Rows past kMaxClusterCtas slices, element-wise I/O and older GPUs take
-// two_pass, which sums the same slices one after another.
+// later), each CTA a tile of one or two slices (256 threads playing 1024 lanes each). Rows past
+// kMaxClusterSlices slices, element-wise I/O, a weight wider than x (smem_weight_pays) and older
+// GPUs take two_pass, which sums the same slices one after another.
 constexpr int kClusterCtaThreads = kMaxThreadsPerRow / kTileLanesPerThread;
 
 // A CUDA grid's x dimension: the cluster grid is M x slices CTAs (M itself is at most this).
@@ -165,18 +164,25 @@ bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, bool ve
          tile_smem_bytes(p, block) + kClusterStaticSmemBytes <= d.max_smem_per_block;
 }
 
-// Whether the tile schedule beats the registers one for a batch of `groups` tile row groups: from
-// kTileMinGroupsPerSm groups per SM for rmsnorm. The fused op's registers kernel holds both
-// streams and the weight in registers with every load issued first, and kept up with the tile
-// (H200, bench/schedules, bf16, M=65536: N=4096 529.5 against 534.0 us, N=7168 922.3 against
-// 922.0, N=8192 1043.2 against 1061.5) except where its CTAs are weak: 1024-thread CTAs, one per
-// SM, whose every row barrier idles the SM (N=16384, M=16384: 559.2 against 531.8 us), and rows
-// where half the lanes or more hold one chunk instead of two, their registers idle (N=6144,
-// M=16384: 208.7 against 199.5 us).
+// Whether the tile schedule beats the registers one for a batch of `groups` tile row groups: for
+// rmsnorm from kTileMinGroupsPerSm groups per SM, and for rows of 1024 lanes from more rows than
+// SMs: the registers kernel's CTAs are then 1024 threads, two per SM at most, against the tile's
+// four of 256 (H200, bench/schedules, bf16, N=16384: M=256 6.40 against 7.94 us, M=512 10.32
+// against 15.04; at M=128 registers, 4.45 against 4.65). The fused op's registers kernel holds
+// both streams and the weight in registers with every load issued first, and kept up with the
+// tile (N=4096, M=65536: 529.5 against 534.0 us; N=7168 922.3 against 922.0; N=8192 1043.2
+// against 1061.5; N=16384, M=256: 11.65 against 12.87) except where its CTAs are weak from
+// kTileMinGroupsPerSm groups per SM: 1024-thread CTAs, one per SM, whose every row barrier idles
+// the SM (N=16384, M=16384: 559.2 against 531.8 us), and rows where half the lanes or more hold
+// one chunk instead of two, their registers idle (N=6144, M=16384: 208.7 against 199.5 us).
 bool tile_pays(const NormProblem& p, int threads_per_row, int64_t chunks, int64_t groups,
                const DeviceInfo& d) {
-  if (groups < kTileMinGroupsPerSm * d.sm_count || !tile_weight_pays(p)) return false;
-  if (p.op == NormOp::kRmsNorm) return true;
+  if (!smem_weight_pays(p)) return false;
+  if (p.op == NormOp::kRmsNorm) {
+    return threads_per_row == kMaxThreadsPerRow ? groups > d.sm_count
+                                                : groups >= kTileMinGroupsPerSm * d.sm_count;
+  }
+  if (groups < kTileMinGroupsPerSm * d.sm_count) return false;
   return threads_per_row == kMaxThreadsPerRow || 2 * chunks <= 3 * int64_t{threads_per_row};
 }
 
@@ -255,7 +261,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     const TileShape tile = tile_shape(plan.threads_per_row, p.rows);
     if (plan.slices > 1) {
       // Every batch size the same way: a long row's reduction is its slices' (see kSliceChunks).
-      if (cluster_fits(p, device, plan.slices, plan.vector_io)) {
+      if (cluster_fits(p, device, plan.slices, plan.vector_io) && smem_weight_pays(p)) {
         plan.variant = KernelVariant::kCluster;
         plan.lanes_per_thread = kTileLanesPerThread;
         plan.rows_per_cta = 1;

@@ -83,10 +83,10 @@ constexpr int cluster_slices_per_cta(int slices) { return slices <= kMaxClusterC
 // Static shared memory of the tile kernel: the sums of up to 32 lane warps, float64 at most.
 inline constexpr int kTileStaticSmemBytes = kTileMaxThreads * kTileLanesPerThread / 32 * 8;
 // Static shared memory of the cluster kernel: the lane-warp sums of up to two slices, the
-// row's slice sums (float64 at most) and the mbarrier they arrive on.
+// row's slice sums (float64 at most).
 inline constexpr int kClusterMaxThreads = kTileMaxThreads * kMaxSlicesPerClusterCta;
 inline constexpr int kClusterStaticSmemBytes =
-    kClusterMaxThreads * kTileLanesPerThread / 32 * 8 + kMaxClusterSlices * 8 + 8;
+    kClusterMaxThreads * kTileLanesPerThread / 32 * 8 + kMaxClusterSlices * 8;
 // Row groups per SM from which rmsnorm takes the tile schedule; below, the registers schedule
 // (one lane per thread: the shortest path through a row) is faster. Measured on the H200
 // (bench/schedules, bf16): at 2 groups per SM registers won (N=4096, M=512: 3.90 against

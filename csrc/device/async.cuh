@@ -116,86 +116,33 @@ __device__ __forceinline__ void cluster_wait() {
 #endif
 }
 
-// A transaction barrier (mbarrier) in this CTA's shared memory: it completes its phase when its
-// arrivals have arrived and the bytes they announced (expect_tx) have landed, which the peers
-// of the cluster credit with each store_async_to_cluster_rank. One phase per launch here
-// (parity 0).
-__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
+// A full cluster barrier: every write to any CTA's shared memory before it, by any thread of the
+// cluster, is visible to every thread after it (release on arrive, acquire on wait).
+__device__ __forceinline__ void cluster_sync() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const auto b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(arrivals) : "memory");
-  // Peers write to it after the cluster barrier that follows: make the initialised barrier
-  // visible to them first.
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #else
-  (void)bar;
-  (void)arrivals;
   __trap();
 #endif
 }
 
-// One arrival on `bar` that announces `bytes` still to come from peers' asynchronous stores.
-__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const auto b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes)
-               : "memory");
-#else
-  (void)bar;
-  (void)bytes;
-  __trap();
-#endif
-}
-
-// Waits until `bar` has completed the phase of parity `parity`; the bytes its peers stored are
-// then visible to this thread.
-__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const auto b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n"
-      "}\n" ::"r"(b),
-      "r"(parity)
-      : "memory");
-#else
-  (void)bar;
-  (void)parity;
-  __trap();
-#endif
-}
-
-// Stores `value` to the variable at `local` (this CTA's shared memory) in CTA `rank` of the
-// cluster, asynchronously, crediting its bytes to the mbarrier at `local_bar` in that CTA (the
-// same variables in that CTA's shared memory: distributed shared memory). No barrier is needed
-// after it: the receiver waits on its mbarrier for exactly these bytes.
+// Writes `value` to the variable at `local` (this CTA's shared memory) in CTA `rank` of the
+// cluster: the same variable in that CTA's shared memory (distributed shared memory).
 template <typename V>
-__device__ __forceinline__ void store_async_to_cluster_rank(V* local, uint64_t* local_bar,
-                                                            uint32_t rank, V value) {
+__device__ __forceinline__ void store_to_cluster_rank(V* local, uint32_t rank, V value) {
   static_assert(sizeof(V) == 4 || sizeof(V) == 8, "a float or a double");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(local));
-  const auto bar = static_cast<uint32_t>(__cvta_generic_to_shared(local_bar));
-  uint32_t remote = 0, remote_bar = 0;
+  uint32_t remote = 0;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(address), "r"(rank));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_bar) : "r"(bar), "r"(rank));
   if constexpr (sizeof(V) == 4) {
-    asm volatile(
-        "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(remote),
-        "r"(__float_as_uint(value)), "r"(remote_bar)
-        : "memory");
+    asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(value) : "memory");
   } else {
-    asm volatile(
-        "st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];\n" ::"r"(remote),
-        "l"(__double_as_longlong(value)), "r"(remote_bar)
-        : "memory");
+    asm volatile("st.shared::cluster.f64 [%0], %1;\n" ::"r"(remote), "d"(value) : "memory");
   }
 #else
   (void)local;
-  (void)local_bar;
   (void)rank;
   (void)value;
   __trap();

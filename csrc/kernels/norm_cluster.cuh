@@ -10,13 +10,12 @@
 // Each CTA is a tile of its slice (TileThread: 256 threads playing the slice's 1024 lanes, 8
 // chunks each, staged in shared memory, the weight in registers), so a slice's sum has the bits
 // of a row of that length; the row's sum is the slices' sums added in slice order, by every CTA
-// alike, as two_pass adds them. The exchange: each slice's sum is stored into every CTA's
-// `slice_sums[slice]` with st.async, which credits the receiving CTA's mbarrier (`sums_arrived`,
-// armed for `slices` sums); each CTA waits on its own mbarrier, so it waits for the data only,
-// not for a second cluster-wide barrier. The one cluster barrier, arrived on at the start (after
-// the mbarrier's initialisation) and waited for just before the stores, tells that every CTA has
-// started and initialised its mbarrier; no CTA leaves before every peer's sum has landed in it,
-// so no store lands in a CTA that has exited.
+// alike, as two_pass adds them. The exchange: each slice's sum is written into every CTA's
+// `slice_sums[slice]`, then one cluster barrier (release, acquire) makes them visible. The first
+// cluster barrier, arrived on at the start and waited for just before those writes, is what
+// tells that every CTA of the cluster has started; no CTA leaves before the second barrier, so
+// no write lands in a CTA that has exited. (Sums sent by st.async onto each CTA's mbarrier,
+// without the second barrier, were measured slower: docs/kernels.md, "cluster".)
 #pragma once
 
 #include <cstdint>
@@ -51,15 +50,9 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, k
   extern __shared__ uint4 slots[];
   __shared__ alignas(16) Acc warp_sums[kClusterMaxThreads * kTileLanesPerThread / 32];
   __shared__ Acc slice_sums[kMaxClusterSlices];
-  __shared__ uint64_t sums_arrived;  // an mbarrier: every slice's sum has landed here
-  static_assert(
-      sizeof(warp_sums) + sizeof(slice_sums) + sizeof(sums_arrived) <= kClusterStaticSmemBytes,
-      "the planner counts these bytes");
+  static_assert(sizeof(warp_sums) + sizeof(slice_sums) <= kClusterStaticSmemBytes,
+                "the planner counts these bytes");
   const int slices = p.slices;  // 2 to kMaxClusterSlices
-  if (threadIdx.x == 0) {
-    device::mbarrier_init(&sums_arrived, 1);
-    device::mbarrier_arrive_expect_tx(&sums_arrived, static_cast<uint32_t>(slices * sizeof(Acc)));
-  }
   device::cluster_arrive_relaxed();
 
   const int per_cta = static_cast<int>(blockDim.x) / kTileMaxThreads;  // 1 or 2
@@ -76,11 +69,11 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, k
   thread.issue();
   const Acc slice_sum = thread.slice_sum(warp_sums);
 
-  device::cluster_wait();  // every CTA of the cluster has started, its mbarrier armed
+  device::cluster_wait();  // every CTA of the cluster has started
   if (t < ctas && slice < slices) {
-    device::store_async_to_cluster_rank(&slice_sums[slice], &sums_arrived, t, slice_sum);
+    device::store_to_cluster_rank(&slice_sums[slice], t, slice_sum);
   }
-  device::mbarrier_wait(&sums_arrived, 0);  // every slice's sum is in this CTA's slice_sums
+  device::cluster_sync();  // every slice's sum is in every CTA's slice_sums
   Acc total = 0;
   for (int k = 0; k < slices; ++k) total += slice_sums[k];
   thread.store(Row::inv_rms(total, p));

@@ -210,9 +210,15 @@ TEST(MakePlan, SharedMemorySchedulesOnlyForAlignedBatchesOfSeveralRowGroupsPerSm
     if (tile) {
       if (!plan.vector_io) return "tile without vector I/O";
       if (c.problem.has_weight && dtype_size(c.problem.w_dtype) > dtype_size(c.problem.x_dtype)) {
-        return "tile with a weight wider than x (it would not fit in registers)";
+        return "tile with a weight wider than x (smem_weight_pays)";
       }
-      if (groups < kTileMinGroupsPerSm * c.device.sm_count) return "tile below 3 groups per SM";
+      // rmsnorm rows of 1024 lanes: from more rows than SMs (the registers kernel's CTAs are
+      // 1024 threads); every other row: from 3 groups per SM.
+      const bool wide_rmsnorm = rmsnorm && plan.threads_per_row == kMaxThreadsPerRow;
+      if (wide_rmsnorm ? groups <= c.device.sm_count
+                       : groups < kTileMinGroupsPerSm * c.device.sm_count) {
+        return "tile below its groups per SM";
+      }
       if (plan.threads_per_row < 128 || chunks > 2 * plan.threads_per_row) {
         return "tile on a row it cannot fold";
       }
@@ -237,7 +243,7 @@ TEST(MakePlan, SharedMemorySchedulesOnlyForAlignedBatchesOfSeveralRowGroupsPerSm
   });
 }
 
-TEST(MakePlan, RegistersUntilThreeTileRowGroupsPerSm) {
+TEST(MakePlan, RegistersUntilThreeTileRowGroupsPerSmOrOneFor1024Lanes) {
   // bf16 N=4096: 256 lanes, tile rows of 64 threads, 2 per CTA; N=7168: 512 lanes, one row of
   // 128 threads per CTA. The tile from 3 groups per SM (396 on 132 SMs).
   auto plan = [](int64_t n, int64_t m) {
@@ -251,6 +257,14 @@ TEST(MakePlan, RegistersUntilThreeTileRowGroupsPerSm) {
   EXPECT_EQ(plan(7168, 395).variant, KernelVariant::kRowInRegisters);
   EXPECT_EQ(plan(7168, 396).variant, KernelVariant::kTile);
   EXPECT_EQ(plan(7168, 396).rows_per_cta, 1);
+  // bf16 N=16384: 1024 lanes, whose registers CTAs are 1024 threads: the tile from more rows
+  // than SMs (133 on 132), for rmsnorm only.
+  EXPECT_EQ(plan(16384, 132).variant, KernelVariant::kRowInRegisters);
+  EXPECT_EQ(plan(16384, 133).variant, KernelVariant::kTile);
+  EXPECT_EQ(plan(16384, 133).block_threads, 256);
+  const NormProblem fused =
+      problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, 16384, 256, kLayouts[0]);
+  EXPECT_EQ(make_plan(fused, hopper()).variant, KernelVariant::kRowInRegisters);
 }
 
 TEST(MakePlan, RegistersUntilEachStreamedCtaGetsThreeRowGroups) {
@@ -462,14 +476,16 @@ TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
       EXPECT_EQ(plan_violation(plan, p, hopper()), "");
     }
   }
-  // A float32 weight on 16-bit rows: the cluster too, the weight's 8 chunks per thread in two
-  // shared-memory slots each (64 KB more per CTA).
+  // A float32 weight on 16-bit rows keeps two_pass (smem_weight_pays); the cluster can run it,
+  // the weight's 8 chunks per thread in two shared-memory slots each (64 KB more per CTA).
   for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
     const NormProblem w32 = problem(DType::kBFloat16, Weight::kFloat32, op, 65536, 4, kLayouts[0]);
     const NormProblem same = problem(DType::kBFloat16, Weight::kSame, op, 65536, 4, kLayouts[0]);
-    const NormPlan plan = make_plan(w32, hopper());
-    SCOPED_TRACE(describe(plan, w32, hopper()));
+    EXPECT_EQ(make_plan(w32, hopper()).variant, KernelVariant::kTwoPass);
+    NormPlan plan = make_plan(same, hopper());
     ASSERT_EQ(plan.variant, KernelVariant::kCluster);
+    plan.smem_bytes = static_cast<int>(tile_smem_bytes(w32, plan.block_threads));
+    SCOPED_TRACE(describe(plan, w32, hopper()));
     EXPECT_EQ(plan.smem_bytes, make_plan(same, hopper()).smem_bytes + 2 * 256 * 8 * 16);
     EXPECT_EQ(plan_violation(plan, w32, hopper()), "");
   }
