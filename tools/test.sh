@@ -14,7 +14,7 @@ bash tools/install.sh
 step "format and lint"
 ruff check python tests tools
 ruff format --check python tests tools
-clang-format --dry-run --Werror $(git ls-files 'csrc/*' 'tests/cpp/*' 'bench/*.cu' 'bench/*.h')
+git ls-files -z 'csrc/*' 'tests/cpp/*' 'bench/*.cu' 'bench/*.h' | xargs -0 clang-format --dry-run --Werror
 # The README's links stay inside the repository and point at files that exist.
 grep -oE '\]\([^)#]+' README.md | cut -c3- | sort -u | while read -r link; do
   case $link in ../* | /* | *:*) echo "README.md links outside the repository: $link"; exit 1 ;; esac
