@@ -4,7 +4,7 @@
 //   empty     a kernel that only waits for its predecessor and signals its dependents
 //   copy      each CTA copies one row with oink's thread layout (threads_per_row_for(N) threads,
 //             up to 2 chunks of 16 bytes each, every load issued first)
-//   copy_sum  the same plus oink's reduction: sum of squares, device::row_sum, x * rstd stored
+//   copy_sum  the same plus oink's reduction: sum of squares, device::row_reduce, x * rstd stored
 //   oink      launch_norm() of the planner's plan, without a weight
 //   oink_w    the same with a bf16 weight
 //
@@ -72,7 +72,8 @@ __global__ void __launch_bounds__(1024)
         acc = fmaf(f.y, f.y, acc);
       }
     }
-    const float rstd = __frsqrt_rn(device::row_sum(acc, tpr, warp_sums) * inv_n + 1e-6f);
+    const float rstd =
+        __frsqrt_rn(device::row_reduce<device::Sum<float>>(acc, tpr, warp_sums) * inv_n + 1e-6f);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&v[i]);

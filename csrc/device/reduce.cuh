@@ -106,16 +106,4 @@ __device__ __forceinline__ typename Op::Value folded_row_reduce(
   return reduce_in_warp_order<Op>(warp_values + (lane_warp & ~(warps_per_row - 1)), warps_per_row);
 }
 
-// The sums RMSNorm takes (sums of squares): the Sum policy by name.
-template <typename Acc>
-__device__ __forceinline__ Acc row_sum(Acc v, int threads_per_row, Acc* warp_sums) {
-  return row_reduce<Sum<Acc>>(v, threads_per_row, warp_sums);
-}
-
-template <int kLanes, typename Acc>
-__device__ __forceinline__ Acc folded_row_sum(Acc (&lane_sums)[kLanes], int threads_per_row,
-                                              Acc* warp_sums) {
-  return folded_row_reduce<kLanes, Sum<Acc>>(lane_sums, threads_per_row, warp_sums);
-}
-
 }  // namespace oink::device

@@ -30,10 +30,10 @@ namespace oink {
 // Registers as the tile's: 16-bit rmsnorm slices at 64 per thread, so that 4 one-slice CTAs (or
 // 2 two-slice ones) share an SM (with 1 CTA per SM requested, ptxas took 80 and 3 fit: 8% slower
 // at M >= 1024, H200).
-template <typename T, bool kFused>
+template <typename T, typename Op>
 inline constexpr int kClusterMinCtasPerSm =
-    kTileMinCtasPerSm<T, kFused>* kTileMaxThreads / kClusterMaxThreads > 0
-        ? kTileMinCtasPerSm<T, kFused>* kTileMaxThreads / kClusterMaxThreads
+    kTileMinCtasPerSm<T, Op>* kTileMaxThreads / kClusterMaxThreads > 0
+        ? kTileMinCtasPerSm<T, Op>* kTileMaxThreads / kClusterMaxThreads
         : 1;
 
 // A CTA holds blockDim.x / kTileMaxThreads slices (cluster_slices_per_cta: two for rows of more
@@ -41,10 +41,10 @@ inline constexpr int kClusterMinCtasPerSm =
 // rank * per_cta + g (a last CTA's second group may have no slice: it loads and stores nothing,
 // sends nothing). Each group's lane warps fill their own 32 entries of warp_sums, so the groups
 // reduce apart within one barrier, as the tile's row groups do.
-template <typename T, typename W, bool kFused>
-__global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, kFused>))
+template <typename T, typename W, typename Op>
+__global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, Op>))
     norm_cluster_kernel(const KernelParams p) {
-  using Thread = TileThread<T, W, kFused>;
+  using Thread = TileThread<T, W, Op>;
   using Row = typename Thread::Row;
   using Acc = typename Thread::Acc;
   extern __shared__ uint4 slots[];

@@ -11,6 +11,7 @@
 
 #include "core/rows.h"
 #include "device/async.cuh"
+#include "device/reduce.cuh"
 #include "device/vec.cuh"
 
 namespace oink {
@@ -83,9 +84,10 @@ __device__ __forceinline__ RowOffsets row_offsets(const KernelParams& p, int64_t
   return at;
 }
 
-// T: x/out/residual element type; W: weight element type; kFused: fused add + RMSNorm;
-// kVector: every chunk is a full, aligned 16-byte vector (else element by element, bounds-checked).
-template <typename T, typename W, bool kFused, bool kVector>
+// T: x/out/residual element type; W: weight element type; Op: RmsNormOp or FusedAddRmsNormOp
+// (kernels/row_op.cuh); kVector: every chunk is a full, aligned 16-byte vector (else element by
+// element, bounds-checked).
+template <typename T, typename W, typename Op, bool kVector>
 struct NormRow {
   static constexpr int kElems = 16 / sizeof(T);
   using XVec = device::Vec<T, kElems>;
@@ -95,6 +97,8 @@ struct NormRow {
   // the H200 (GUIDE §2 allows one ulp). 16-bit outputs keep float32: their final rounding (2^-9 or
   // 2^-12) dwarfs float32 error, and they were within bounds in every sweep case.
   using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
+  // The reduction of the row's statistic (the sum of squares).
+  using Statistic = typename Op::template Statistic<Acc>;
 
   const T* x;
   T* out;
@@ -108,7 +112,7 @@ struct NormRow {
   __device__ NormRow(const KernelParams& p, const RowOffsets& at)
       : x(static_cast<const T*>(p.x) + at.x),
         out(static_cast<T*>(p.out) + at.out),
-        res(kFused ? static_cast<T*>(p.residual) + at.residual : nullptr),
+        res(Op::kAddsResidual ? static_cast<T*>(p.residual) + at.residual : nullptr),
         weight(static_cast<const W*>(p.weight)),
         n(p.cols) {}
 

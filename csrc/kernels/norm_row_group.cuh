@@ -12,13 +12,15 @@
 #include "device/reduce.cuh"
 #include "device/vec.cuh"
 #include "kernels/norm_row.cuh"
+#include "kernels/row_op.cuh"
 
 namespace oink {
 
 // kChunks: register capacity per thread (1 or 2), or 0 for the two-pass variant.
-template <typename T, typename W, bool kFused, bool kVector, int kChunks>
+template <typename T, typename W, typename Op, bool kVector, int kChunks>
 __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
-  using Row = NormRow<T, W, kFused, kVector>;
+  using Row = NormRow<T, W, Op, kVector>;
+  constexpr bool kAddsResidual = Op::kAddsResidual;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;
   using WVec = typename Row::WVec;
@@ -47,7 +49,7 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
     // chunk's residual is loaded next to its use. Holding both streams doubles the bytes each
     // thread keeps in flight, which is why the fused op needs no streamed schedule (op_streams()
     // in core/plan.cpp).
-    constexpr bool kResidualFirst = kFused && kVector;
+    constexpr bool kResidualFirst = kAddsResidual && kVector;
     // 16-bit chunks wait as raw words until every load is out (device::Raw); other chunks are
     // loaded straight into v (a second array for them spilled, ptxas).
     constexpr bool kRawX = device::kHoldsRaw<kVector, XVec>;
@@ -99,7 +101,7 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
     for (int i = 0; i < kChunks; ++i) {
       if (mine[i]) {
         if constexpr (kRawX) v[i] = device::unpack<XVec>(raw_x[i]);
-        if constexpr (kFused) {
+        if constexpr (kAddsResidual) {
           const int64_t col = (lane + int64_t{i} * tpr) * kElems;
           if constexpr (kResidualFirst) {
             XVec residual;
@@ -116,7 +118,8 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
         acc = Row::add_squares(v[i], acc);
       }
     }
-    const Acc rstd = Row::inv_rms(device::row_sum(acc, tpr, warp_sums), p);
+    const Acc rstd =
+        Row::inv_rms(device::row_reduce<typename Row::Statistic>(acc, tpr, warp_sums), p);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       if (mine[i]) {
@@ -135,7 +138,7 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
   } else {
     // Rows of several slices (core/plan.h, kSliceChunks) that the cluster schedule does not take:
     // pass 1 sums slice by slice (each lane's chunks of the slice in increasing order, the lanes
-    // by device::row_sum), the slices' sums added in slice order, as the cluster kernel adds
+    // by device::row_reduce), the slices' sums added in slice order, as the cluster kernel adds
     // them; pass 2 re-reads the row (mostly from L2) and writes. A lane has at most
     // kTileMaxChunksPerLane chunks in a slice, both loaded before either is used. The fused op's
     // pass 2 re-reads the residual this same thread just stored.
@@ -150,29 +153,30 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
       if (active) {
         const int64_t base = int64_t{slice} * kSliceChunks + lane;
         XVec v[kBatch];
-        XVec res[kFused ? kBatch : 1];
+        XVec res[kAddsResidual ? kBatch : 1];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
           const int64_t chunk = base + int64_t{j} * tpr;
           if (chunk < chunks && j * tpr < kSliceChunks) {
             v[j] = r.load_x(chunk * kElems);
-            if constexpr (kFused) res[j] = r.load_residual(chunk * kElems);
+            if constexpr (kAddsResidual) res[j] = r.load_residual(chunk * kElems);
           }
         }
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
           const int64_t chunk = base + int64_t{j} * tpr;
           if (chunk < chunks && j * tpr < kSliceChunks) {
-            if constexpr (kFused) v[j] = r.add_residual(chunk * kElems, v[j], res[j]);
+            if constexpr (kAddsResidual) v[j] = r.add_residual(chunk * kElems, v[j], res[j]);
             acc = Row::add_squares(v[j], acc);
           }
         }
       }
-      total += device::row_sum(acc, tpr, slice % 2 == 0 ? warp_sums : more_warp_sums);
+      total += device::row_reduce<typename Row::Statistic>(
+          acc, tpr, slice % 2 == 0 ? warp_sums : more_warp_sums);
     }
     const Acc rstd = Row::inv_rms(total, p);
     if (active) {
-      const T* src = kFused ? r.res : r.x;
+      const T* src = kAddsResidual ? r.res : r.x;
       for (int64_t base = lane; base < chunks; base += int64_t{kStoreBatch} * tpr) {
         XVec v[kStoreBatch];
         WVec w[kStoreBatch];

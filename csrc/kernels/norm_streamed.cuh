@@ -48,7 +48,7 @@ __device__ __forceinline__ V read_slots(const uint4* slot, int stride) {
 // kStreamedThreadsPerSm (1024) of these threads on an SM.
 template <typename T, typename W, int kChunks>
 __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(const KernelParams p) {
-  using Row = NormRow<T, W, /*kFused=*/false, /*kVector=*/true>;
+  using Row = NormRow<T, W, RmsNormOp, /*kVector=*/true>;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;
   using WVec = typename Row::WVec;
@@ -143,7 +143,8 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
     for (int i = 0; i < kChunks; ++i) {
       if (active && i < own) acc = Row::add_squares(read_slots<XVec>(s + i * block, block), acc);
     }
-    const Acc rstd = Row::inv_rms(device::row_sum(acc, tpr, warp_sums[parity]), p);
+    const Acc rstd =
+        Row::inv_rms(device::row_reduce<typename Row::Statistic>(acc, tpr, warp_sums[parity]), p);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       if (active && i < own) {

@@ -12,7 +12,7 @@
 // batches run one lane per thread. A tile thread holds the chunks of kTileLanesPerThread lanes
 // that the first steps of that butterfly would pair (lanes g, g + 8, g + 16, g + 24 of a lane
 // warp), sums each lane's chunks in the lane's order, and pairs them as the butterfly would
-// (device::folded_row_sum): every addition of the one-lane-per-thread schedule, in its order.
+// (device::folded_row_reduce): every addition of the one-lane-per-thread schedule, in its order.
 //
 // Per thread: its chunks of x (and of the residual, fused op) are copied with cp.async into its
 // own shared-memory slots in one group; the weight's chunks are loaded into registers while those
@@ -39,8 +39,8 @@ inline constexpr int kTileWeightRegisterBytes = kTileSlotsPerThread * 16;
 // 16-bit rmsnorm rows are compiled for 64 registers per thread (4 CTAs of 256 threads, or 8 of
 // 128, per SM: enough rows in flight to reach the copy ceiling); the fused op (two streams) and
 // float32 rows (float64 sums) get what they need.
-template <typename T, bool kFused>
-inline constexpr int kTileMinCtasPerSm = sizeof(T) == 2 && !kFused ? 4 : 1;
+template <typename T, typename Op>
+inline constexpr int kTileMinCtasPerSm = sizeof(T) == 2 && Op::kStreams == 1 ? 4 : 1;
 
 // One thread's share of a tile: the chunks of kTileLanesPerThread lanes of one slice of a row
 // (the whole row in the tile kernel, one CTA's slice in the cluster kernel), staged in this
@@ -51,9 +51,9 @@ inline constexpr int kTileMinCtasPerSm = sizeof(T) == 2 && !kFused ? 4 : 1;
 // Lane j of thread t is lane (t / kGroup) * 32 + t % kGroup + j * kGroup of the slice's `lanes`;
 // its chunks are that lane and that lane + lanes (the second only where the slice has it), at
 // chunk `slice_first` of the row onwards. Slot s = i * kLanes + j holds chunk i of lane j.
-template <typename T, typename W, bool kFused>
+template <typename T, typename W, typename Op>
 struct TileThread {
-  using Row = NormRow<T, W, kFused, /*kVector=*/true>;
+  using Row = NormRow<T, W, Op, /*kVector=*/true>;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;
   using WVec = typename Row::WVec;
@@ -61,7 +61,8 @@ struct TileThread {
   static constexpr int kLanes = kTileLanesPerThread;
   static constexpr int kSlots = kTileSlotsPerThread;
   static constexpr int kGroup = 32 / kLanes;  // threads that share one lane warp
-  static constexpr int kStreams = kFused ? 2 : 1;
+  static constexpr bool kAddsResidual = Op::kAddsResidual;
+  static constexpr int kStreams = Op::kStreams;
   static constexpr int kWeightPieces = tile_weight_slots(sizeof(T), sizeof(W));
   static constexpr bool kWeightInSmem = kWeightPieces > 0;
   static constexpr bool kRawW = !kWeightInSmem && device::kHoldsRaw<true, WVec>;
@@ -109,7 +110,7 @@ struct TileThread {
     for (int s = 0; s < kSlots; ++s) {
       if (mine[s]) device::async_copy16(x_smem + s * slot_step, x + offset_of(s));
     }
-    if constexpr (kFused) {
+    if constexpr (kAddsResidual) {
       const uint32_t res_smem = x_smem + kSlots * slot_step;
       const T* const res = r.res + first;
 #pragma unroll
@@ -152,7 +153,7 @@ struct TileThread {
 
   // Waits for the copies; the fused op adds and stores the new residual (and keeps the rounded
   // sum in x's slot); returns the slice's sum of squares in the one-lane-per-thread order
-  // (device::folded_row_sum: every thread of the slice gets the same bits).
+  // (device::folded_row_reduce: every thread of the slice gets the same bits).
   __device__ Acc slice_sum(Acc* warp_sums) {
     device::async_wait<0>();
     uint4* const res_slots = x_slots + kSlots * block;
@@ -165,7 +166,7 @@ struct TileThread {
         const int s = i * kLanes + j;
         if (mine[s]) {
           XVec v = device::bit_cast<XVec>(x_slots[s * block]);
-          if constexpr (kFused) {
+          if constexpr (kAddsResidual) {
             v = r.add_residual(first + offset_of(s), v,
                                device::bit_cast<XVec>(res_slots[s * block]));
             x_slots[s * block] = device::bit_cast<uint4>(v);
@@ -174,7 +175,7 @@ struct TileThread {
         }
       }
     }
-    return device::folded_row_sum<kLanes>(lane_sums, lanes, warp_sums);
+    return device::folded_row_reduce<kLanes, typename Row::Statistic>(lane_sums, lanes, warp_sums);
   }
 
   // The scaled chunks from the slots to the output.
@@ -210,10 +211,10 @@ struct TileThread {
   }
 };
 
-template <typename T, typename W, bool kFused>
-__global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, kFused>))
+template <typename T, typename W, typename Op>
+__global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, Op>))
     norm_tile_kernel(const KernelParams p) {
-  using Thread = TileThread<T, W, kFused>;
+  using Thread = TileThread<T, W, Op>;
   using Acc = typename Thread::Acc;
   extern __shared__ uint4 slots[];
   __shared__ alignas(16) Acc warp_sums[kTileMaxThreads * kTileLanesPerThread / 32];

@@ -14,9 +14,9 @@
 //                                 long for the tile.
 //
 // Row ownership is the same in all four (see core/plan.h): chunk c of a row belongs to lane
-// c % threads_per_row, which sums its chunks in increasing order before device::row_sum()
-// combines the lanes in a fixed tree (a tile thread plays several lanes, device::folded_row_sum).
-// A row's bits depend on (N, dtype) and its values only.
+// c % threads_per_row, which sums its chunks in increasing order before device::row_reduce()
+// combines the lanes in a fixed tree (a tile thread plays several lanes,
+// device::folded_row_reduce). A row's bits depend on (N, dtype) and its values only.
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -100,26 +100,26 @@ cudaError_t allow_large_clusters() {
   });
 }
 
-template <typename T, typename W, bool kFused, bool kVector>
+template <typename T, typename W, typename Op, bool kVector>
 SelectedKernel select_variant(const NormPlan& plan) {
   switch (plan.variant) {
     case KernelVariant::kCluster:
       // Never planned otherwise (plan_violation): vector I/O (any weight: a wider one waits in
       // shared memory).
       if constexpr (kVector) {
-        return kernel_of(norm_cluster_kernel<T, W, kFused>,
-                         &allow_large_clusters<norm_cluster_kernel<T, W, kFused>>);
+        return kernel_of(norm_cluster_kernel<T, W, Op>,
+                         &allow_large_clusters<norm_cluster_kernel<T, W, Op>>);
       }
       break;
     case KernelVariant::kTile:
       // Never planned otherwise (plan_violation): vector I/O (a weight wider than x waits in
       // shared memory; the planner itself does not choose the tile for it yet).
       if constexpr (kVector) {
-        return smem_kernel<norm_tile_kernel<T, W, kFused>>();
+        return smem_kernel<norm_tile_kernel<T, W, Op>>();
       }
       break;
     case KernelVariant::kStreamed:
-      if constexpr (kVector && !kFused) {  // never planned otherwise (plan_violation)
+      if constexpr (kVector && !Op::kAddsResidual) {  // never planned otherwise (plan_violation)
         switch (plan.chunks_per_thread) {
           case 1:
             return smem_kernel<norm_streamed_kernel<T, W, 1>>();
@@ -129,13 +129,13 @@ SelectedKernel select_variant(const NormPlan& plan) {
       }
       break;
     case KernelVariant::kTwoPass:
-      return kernel_of(norm_kernel<T, W, kFused, kVector, 0>);
+      return kernel_of(norm_kernel<T, W, Op, kVector, 0>);
     case KernelVariant::kRowInRegisters:
       switch (plan.chunks_per_thread) {
         case 1:
-          return kernel_of(norm_kernel<T, W, kFused, kVector, 1>);
+          return kernel_of(norm_kernel<T, W, Op, kVector, 1>);
         case 2:
-          return kernel_of(norm_kernel<T, W, kFused, kVector, 2>);
+          return kernel_of(norm_kernel<T, W, Op, kVector, 2>);
       }
       break;
     case KernelVariant::kCpu:
@@ -145,13 +145,13 @@ SelectedKernel select_variant(const NormPlan& plan) {
 }
 
 template <typename T, typename W>
-SelectedKernel select_flags(const NormPlan& plan, const NormProblem& problem) {
+SelectedKernel select_op(const NormPlan& plan, const NormProblem& problem) {
   if (problem.op == NormOp::kFusedAddRmsNorm) {
-    return plan.vector_io ? select_variant<T, W, true, true>(plan)
-                          : select_variant<T, W, true, false>(plan);
+    return plan.vector_io ? select_variant<T, W, FusedAddRmsNormOp, true>(plan)
+                          : select_variant<T, W, FusedAddRmsNormOp, false>(plan);
   }
-  return plan.vector_io ? select_variant<T, W, false, true>(plan)
-                        : select_variant<T, W, false, false>(plan);
+  return plan.vector_io ? select_variant<T, W, RmsNormOp, true>(plan)
+                        : select_variant<T, W, RmsNormOp, false>(plan);
 }
 
 template <typename T>
@@ -160,11 +160,11 @@ SelectedKernel select_weight(const NormPlan& plan, const NormProblem& problem) {
   const DType w = problem.has_weight ? problem.w_dtype : problem.x_dtype;
   switch (w) {
     case DType::kFloat32:
-      return select_flags<T, float>(plan, problem);
+      return select_op<T, float>(plan, problem);
     case DType::kFloat16:
-      return select_flags<T, __half>(plan, problem);
+      return select_op<T, __half>(plan, problem);
     case DType::kBFloat16:
-      return select_flags<T, __nv_bfloat16>(plan, problem);
+      return select_op<T, __nv_bfloat16>(plan, problem);
   }
   return {};
 }
