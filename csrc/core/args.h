@@ -10,6 +10,8 @@ struct NormArgs {
   void* residual = nullptr;      // [M, N], row stride problem.ld_residual; fused op only
   const void* weight = nullptr;  // [N] contiguous, or nullptr for no scaling
   float eps = 0.f;
+  void* rstd = nullptr;  // [M] 1/rms per row (float32; float64 for float64 rows), or nullptr;
+                         // CPU kernels only (rmsnorm_forward)
 };
 
 }  // namespace oink

@@ -5,9 +5,12 @@
 
 namespace oink {
 
-enum class DType : uint8_t { kFloat16, kBFloat16, kFloat32 };
+// kFloat64: CPU tensors only (torch.autograd.gradcheck needs it); the checks reject it on CUDA.
+enum class DType : uint8_t { kFloat16, kBFloat16, kFloat32, kFloat64 };
 
-constexpr int dtype_size(DType t) { return t == DType::kFloat32 ? 4 : 2; }
+constexpr int dtype_size(DType t) {
+  return t == DType::kFloat64 ? 8 : t == DType::kFloat32 ? 4 : 2;
+}
 
 constexpr const char* dtype_name(DType t) {
   switch (t) {
@@ -17,6 +20,8 @@ constexpr const char* dtype_name(DType t) {
       return "bfloat16";
     case DType::kFloat32:
       return "float32";
+    case DType::kFloat64:
+      return "float64";
   }
   return "?";
 }

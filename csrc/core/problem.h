@@ -76,4 +76,11 @@ inline int pointer_alignment(const void* address) {
   return align;
 }
 
+// A backward call's rows: x's problem (rows, cols, dtypes, row dimensions, x_strides), with the
+// upstream gradient dy's and the result dx's strides over the same row dimensions.
+struct NormBackwardProblem {
+  NormProblem rows;
+  RowStrides dy_strides, dx_strides;
+};
+
 }  // namespace oink

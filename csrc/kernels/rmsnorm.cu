@@ -165,6 +165,8 @@ SelectedKernel select_weight(const NormPlan& plan, const NormProblem& problem) {
       return select_op<T, __half>(plan, problem);
     case DType::kBFloat16:
       return select_op<T, __nv_bfloat16>(plan, problem);
+    case DType::kFloat64:  // CPU only (the checks reject it on CUDA)
+      break;
   }
   return {};
 }
@@ -177,6 +179,8 @@ SelectedKernel select_kernel(const NormPlan& plan, const NormProblem& problem) {
       return select_weight<__half>(plan, problem);
     case DType::kBFloat16:
       return select_weight<__nv_bfloat16>(plan, problem);
+    case DType::kFloat64:  // CPU only (the checks reject it on CUDA)
+      break;
   }
   return {};
 }

@@ -44,6 +44,8 @@ std::optional<DType> to_dtype(ScalarType t) {
       return DType::kBFloat16;
     case ScalarType::Float:
       return DType::kFloat32;
+    case ScalarType::Double:
+      return DType::kFloat64;
     default:
       return std::nullopt;
   }
@@ -71,6 +73,17 @@ RowView check_rows(const char* op, const char* arg, const Tensor& t) {
   if (!view)
     throw ArgError(op, arg, why, "shape " + shape_of(t) + " with strides " + strides_of(t));
   return *view;
+}
+
+constexpr const char* kFloatDtypes = "must be float16, bfloat16 or float32 (or float64 on the CPU)";
+
+// float64 is for the CPU path (gradcheck); no CUDA kernel is built for it.
+void check_float64_on_cpu(const char* op, const char* arg, DType dtype, const Tensor& t) {
+  if (dtype == DType::kFloat64 && t.is_cuda()) {
+    throw ArgError(op, arg,
+                   "must be float16, bfloat16 or float32 on CUDA (float64 runs on the CPU only)",
+                   "float64 on " + device_of(t));
+  }
 }
 
 // Another tensor of x's dtype, device and shape (residual, out).
@@ -120,7 +133,8 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
 
   if (!x.defined()) throw ArgError(name, "x", "must be a tensor", "None (an undefined tensor)");
   const std::optional<DType> x_dtype = to_dtype(x.scalar_type());
-  if (!x_dtype) throw ArgError(name, "x", "must be float16, bfloat16 or float32", dtype_of(x));
+  if (!x_dtype) throw ArgError(name, "x", kFloatDtypes, dtype_of(x));
+  check_float64_on_cpu(name, "x", *x_dtype, x);
   p.x_dtype = *x_dtype;
   const RowView rows = check_rows(name, "x", x);
   if (rows.rows > kMaxRows) {
@@ -157,9 +171,8 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
       throw ArgError(name, "weight", "must be on x's device (" + device_of(x) + ")", device_of(w));
     }
     const std::optional<DType> w_dtype = to_dtype(w.scalar_type());
-    if (!w_dtype) {
-      throw ArgError(name, "weight", "must be float16, bfloat16 or float32", dtype_of(w));
-    }
+    if (!w_dtype) throw ArgError(name, "weight", kFloatDtypes, dtype_of(w));
+    check_float64_on_cpu(name, "weight", *w_dtype, w);
     p.w_dtype = *w_dtype;
     if (w.dim() != 1 || w.size(0) != p.cols) {
       throw ArgError(name, "weight",
@@ -200,6 +213,48 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
     throw ArgError(name, "eps", "must be a finite number >= 0", got);
   }
   return p;
+}
+
+NormBackwardProblem check_norm_backward_inputs(const Tensor& dy, const Tensor& x,
+                                               const std::optional<Tensor>& weight,
+                                               const Tensor& rstd, RowView* x_rows) {
+  const char* op = "rmsnorm_backward";
+  NormBackwardProblem bp;
+  bp.rows = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, 0.0, x_rows);
+  check_like_x(op, "dy", x, dy);
+  check_rows(op, "dy", dy);
+  if (!rstd.defined()) throw ArgError(op, "rstd", "must be a tensor", "None");
+  const bool wide = bp.rows.x_dtype == DType::kFloat64;
+  const ScalarType want = wide ? ScalarType::Double : ScalarType::Float;
+  bool rows_match = rstd.dim() == x.dim() - 1;
+  for (int64_t d = 0; rows_match && d + 1 < x.dim(); ++d) rows_match = rstd.size(d) == x.size(d);
+  if (rstd.scalar_type() != want || !rows_match || !rstd.is_contiguous() || !same_device(x, rstd)) {
+    throw ArgError(op, "rstd",
+                   std::string("must be rmsnorm_forward's: a contiguous ") +
+                       (wide ? "float64" : "float32") + " tensor of shape x.shape[:-1] on " +
+                       device_of(x),
+                   dtype_of(rstd) + " of shape " + shape_of(rstd) + " on " + device_of(rstd) +
+                       (rstd.is_contiguous() ? "" : ", not contiguous"));
+  }
+  return bp;
+}
+
+void set_backward_rows(NormBackwardProblem& bp, const Tensor& x, const Tensor& dy,
+                       const Tensor& dx) {
+  const auto sizes = x.sizes();
+  const auto xs = x.strides(), ds = dy.strides(), os = dx.strides();
+  const int64_t* strides[3] = {xs.data(), ds.data(), os.data()};
+  RowStrides joint[3];
+  std::string why;
+  const auto dims = joint_rows(sizes.data(), static_cast<int>(x.dim()), strides, 3, joint, &why);
+  if (!dims) {
+    throw ArgError("rmsnorm_backward", "dy", "and x must be walkable together (" + why + ")",
+                   "strides " + strides_of(dy) + " against x's " + strides_of(x));
+  }
+  bp.rows.row_dims = *dims;
+  bp.rows.x_strides = bp.rows.out_strides = joint[0];
+  bp.dy_strides = joint[1];
+  bp.dx_strides = joint[2];
 }
 
 void check_out(NormProblem& p, const char* op, const Tensor& x, const RowView& x_rows,

@@ -25,4 +25,16 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
 void check_out(NormProblem& problem, const char* op, const Tensor& x, const RowView& x_rows,
                const Tensor& out);
 
+// rmsnorm_backward: checks dy (x's dtype, device and shape), x and weight (as rmsnorm's) and
+// rstd (rmsnorm_forward's: contiguous, x.shape[:-1], float32, or float64 for float64 x); returns
+// the problem with x's rows, and x's own row view in `x_rows`. Complete it with dx's strides by
+// set_backward_rows() once dx exists.
+NormBackwardProblem check_norm_backward_inputs(const Tensor& dy, const Tensor& x,
+                                               const std::optional<Tensor>& weight,
+                                               const Tensor& rstd, RowView* x_rows);
+
+// x, dy and dx walked together: one set of row dimensions and each tensor's strides.
+void set_backward_rows(NormBackwardProblem& problem, const Tensor& x, const Tensor& dy,
+                       const Tensor& dx);
+
 }  // namespace oink

@@ -8,6 +8,12 @@ STABLE_TORCH_LIBRARY(oink, m) {
   m.def("rmsnorm(Tensor x, Tensor? weight, float eps) -> Tensor");
   // The same into a caller's tensor (any leading strides, last dimension contiguous).
   m.def("rmsnorm.out(Tensor x, Tensor? weight, float eps, *, Tensor(a!) out) -> Tensor(a!)");
+  // rmsnorm, also returning rstd = 1/rms per row (x.shape[:-1], float32; float64 for float64 x),
+  // the statistic rmsnorm_backward takes. CPU only in this version.
+  m.def("rmsnorm_forward(Tensor x, Tensor? weight, float eps) -> (Tensor, Tensor)");
+  // (dx, dweight) for the upstream gradient dy; dweight has the weight's dtype (None without a
+  // weight) and is summed in a fixed order (deterministic). CPU only in this version.
+  m.def("rmsnorm_backward(Tensor dy, Tensor x, Tensor? weight, Tensor rstd) -> (Tensor, Tensor?)");
   // In place, vLLM semantics: residual <- x + residual; x <- rmsnorm(residual, weight, eps).
   m.def("fused_add_rms_norm(Tensor(a!) x, Tensor(b!) residual, Tensor? weight, float eps) -> ()");
   // The launch plan a call would use, as `key=value` pairs (oink.explain parses it).

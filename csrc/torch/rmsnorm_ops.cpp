@@ -16,6 +16,7 @@
 #include "core/cuda_targets.h"
 #include "core/error.h"
 #include "core/plan.h"
+#include "cpu/norm_backward_cpu.h"
 #include "cpu/norm_cpu.h"
 #include "torch/checks.h"
 
@@ -78,15 +79,22 @@ DeviceInfo device_info_of(const Tensor& x) {
   return DeviceInfo{};
 }
 
-// A new uninitialised tensor of x's dtype and device with the given shape and strides.
-Tensor empty_strided_like(const Tensor& x, const int64_t* sizes, const int64_t* strides) {
+// A new uninitialised tensor on x's device with the given dtype (an aoti_torch dtype code),
+// shape and strides.
+Tensor empty_on(const Tensor& x, int32_t dtype, int64_t dims, const int64_t* sizes,
+                const int64_t* strides) {
   AtenTensorHandle handle = nullptr;
   int32_t device_type = x.is_cuda() ? aoti_torch_device_type_cuda() : aoti_torch_device_type_cpu();
-  int32_t dtype = 0;
-  TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(x.get(), &dtype));
-  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(x.dim(), sizes, strides, dtype, device_type,
+  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(dims, sizes, strides, dtype, device_type,
                                                   x.is_cuda() ? x.get_device_index() : 0, &handle));
   return Tensor(handle);
+}
+
+// A new uninitialised tensor of x's dtype and device with the given shape and strides.
+Tensor empty_strided_like(const Tensor& x, const int64_t* sizes, const int64_t* strides) {
+  int32_t dtype = 0;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(x.get(), &dtype));
+  return empty_on(x, dtype, x.dim(), sizes, strides);
 }
 
 // rmsnorm's output (GUIDE §1): x's shape and strides when x's rows have one row stride, so
@@ -168,6 +176,90 @@ void fused_add_rms_norm(Tensor x, Tensor residual, std::optional<Tensor> weight,
   run("fused_add_rms_norm", problem, args, x);
 }
 
+// The training ops run on the CPU in this version; their CUDA kernels are not built yet.
+void require_cpu_for(const char* op, const Tensor& x) {
+  require_kernels_for(op, x);
+  if (x.is_cuda()) {
+    throw std::runtime_error(std::string("oink.") + op +
+                             ": runs on the CPU only in this version of oink (its CUDA kernel is "
+                             "not built yet); got x on cuda:" +
+                             std::to_string(x.get_device_index()));
+  }
+}
+
+// One value per row, in x's logical row order: x.shape[:-1], contiguous. float32, or float64 for
+// float64 rows (gradcheck).
+Tensor per_row_for(const Tensor& x, DType x_dtype) {
+  const auto sizes = x.sizes();
+  const int64_t dims = static_cast<int64_t>(sizes.size()) - 1;
+  std::vector<int64_t> strides(std::max<int64_t>(dims, 1));
+  int64_t step = 1;
+  for (int64_t d = dims; d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<int64_t>(sizes[d], 1);
+  }
+  const int32_t dtype =
+      x_dtype == DType::kFloat64 ? aoti_torch_dtype_float64() : aoti_torch_dtype_float32();
+  return empty_on(x, dtype, dims, sizes.data(), strides.data());
+}
+
+// rmsnorm, also returning 1/rms per row (the backward pass's saved statistic).
+std::tuple<Tensor, Tensor> rmsnorm_forward(Tensor x, std::optional<Tensor> weight, double eps) {
+  require_cpu_for("rmsnorm_forward", x);
+  RowView x_rows;
+  NormProblem problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps, &x_rows);
+  Tensor out = output_for(x, x_rows);
+  check_out(problem, "rmsnorm_forward", x, x_rows, out);
+  Tensor rstd = per_row_for(x, problem.x_dtype);
+  NormArgs args = args_of(x, out.data_ptr(), weight, eps);
+  args.rstd = rstd.data_ptr();
+  run("rmsnorm_forward", problem, args, x);
+  return {out, rstd};
+}
+
+// (dx, dweight) of y = rmsnorm(x, weight) for the upstream gradient dy, from rmsnorm_forward's
+// rstd. dweight (the weight's dtype, None without a weight) is summed in a fixed order: the same
+// bits on every run and at every thread count.
+std::tuple<Tensor, std::optional<Tensor>> rmsnorm_backward(Tensor dy, Tensor x,
+                                                           std::optional<Tensor> weight,
+                                                           Tensor rstd) {
+  require_cpu_for("rmsnorm_backward", x);
+  RowView x_rows;
+  NormBackwardProblem bp = check_norm_backward_inputs(dy, x, weight, rstd, &x_rows);
+  const NormProblem& p = bp.rows;
+  Tensor dx = output_for(x, x_rows);
+  set_backward_rows(bp, x, dy, dx);
+
+  std::optional<Tensor> dweight;
+  std::vector<double> partials;
+  const int64_t block_rows = weight_grad_block_rows(p.rows);
+  const int64_t blocks = (p.rows + block_rows - 1) / block_rows;
+  if (weight) {
+    dweight = empty_strided_like(*weight, weight->sizes().data(), weight->strides().data());
+    partials.assign(static_cast<size_t>(blocks * p.cols), 0.0);
+  }
+  NormBackwardArgs args;
+  args.dy = dy.data_ptr();
+  args.x = x.data_ptr();
+  args.weight = weight ? weight->data_ptr() : nullptr;
+  args.rstd = rstd.data_ptr();
+  args.dx = dx.data_ptr();
+  args.dweight_partials = weight ? partials.data() : nullptr;
+  if (p.rows > 0 && p.cols > 0) {
+    torch::stable::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) norm_backward_block_cpu(bp, args, b);
+    });
+  }
+  if (dweight && p.cols > 0) {
+    if (p.rows == 0) partials.assign(static_cast<size_t>(p.cols), 0.0);
+    const int64_t summed = p.rows == 0 ? 1 : blocks;
+    torch::stable::parallel_for(0, p.cols, 4096, [&](int64_t begin, int64_t end) {
+      reduce_weight_grad_cpu(bp, partials.data(), summed, dweight->data_ptr(), begin, end);
+    });
+  }
+  return {dx, dweight};
+}
+
 std::string explain(std::string op, Tensor x, std::optional<Tensor> weight,
                     std::optional<Tensor> residual, double eps) {
   NormProblem problem;
@@ -220,6 +312,8 @@ STABLE_TORCH_LIBRARY_IMPL(oink, CompositeExplicitAutograd, m) {
 
 STABLE_TORCH_LIBRARY_IMPL(oink, CPU, m) {
   m.impl("rmsnorm", TORCH_BOX(&rmsnorm));
+  m.impl("rmsnorm_forward", TORCH_BOX(&rmsnorm_forward));
+  m.impl("rmsnorm_backward", TORCH_BOX(&rmsnorm_backward));
   m.impl("rmsnorm.out", TORCH_BOX(&rmsnorm_out));
   m.impl("fused_add_rms_norm", TORCH_BOX(&fused_add_rms_norm));
   m.impl("explain", TORCH_BOX(&explain));
@@ -229,6 +323,8 @@ STABLE_TORCH_LIBRARY_IMPL(oink, CPU, m) {
 // of the dispatcher's "could not run with arguments from the 'CUDA' backend".
 STABLE_TORCH_LIBRARY_IMPL(oink, CUDA, m) {
   m.impl("rmsnorm", TORCH_BOX(&rmsnorm));
+  m.impl("rmsnorm_forward", TORCH_BOX(&rmsnorm_forward));
+  m.impl("rmsnorm_backward", TORCH_BOX(&rmsnorm_backward));
   m.impl("rmsnorm.out", TORCH_BOX(&rmsnorm_out));
   m.impl("fused_add_rms_norm", TORCH_BOX(&fused_add_rms_norm));
   m.impl("explain", TORCH_BOX(&explain));

@@ -33,6 +33,8 @@ from oink.ops import (  # noqa: E402
     explain,
     fused_add_rms_norm,
     rmsnorm,
+    rmsnorm_backward,
+    rmsnorm_forward,
     set_pdl,
 )
 
@@ -44,5 +46,7 @@ __all__ = [
     "explain",
     "fused_add_rms_norm",
     "rmsnorm",
+    "rmsnorm_backward",
+    "rmsnorm_forward",
     "set_pdl",
 ]

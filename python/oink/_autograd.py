@@ -1,9 +1,10 @@
-"""No silent gradients: oink's ops have no backward kernels yet, so a call on inputs that require
-grad, with grad mode on, raises instead of returning outputs whose gradients would be None.
+"""Gradients: oink.rmsnorm differentiates through rmsnorm_forward and rmsnorm_backward (CPU in
+this version); everything else that has no backward kernel raises on inputs that require grad,
+with grad mode on, instead of returning outputs whose gradients would be silently None.
 
-Registered at the dispatcher's Autograd key, so torch.ops.oink.* is guarded as well as the
-wrappers. Under torch.inference_mode() (vLLM) the key is skipped and this costs nothing; otherwise
-it costs one Python call per op before the kernel is dispatched.
+The guard is registered at the dispatcher's Autograd key, so torch.ops.oink.* behaves like the
+wrappers. Under torch.inference_mode() (vLLM) the key is skipped and this costs nothing;
+otherwise it costs one Python call per op before the kernel is dispatched.
 """
 
 import torch
@@ -12,31 +13,84 @@ _BELOW_AUTOGRAD = torch._C._after_autograd_keyset
 _LIBRARY = torch.library.Library("oink", "IMPL")  # kept alive: the registrations live with it
 
 
-def _refuse(op: str, tensors) -> None:
+def _needing_grad(tensors) -> list[str]:
     if not torch.is_grad_enabled():
-        return
-    names = [name for name, t in tensors if t is not None and t.requires_grad]
+        return []
+    return [name for name, t in tensors if t is not None and t.requires_grad]
+
+
+def _refuse(op: str, names: list[str], why: str) -> None:
+    raise RuntimeError(
+        f"oink.{op}: argument '{names[0]}' requires grad, but {why}, so its gradients would be "
+        "silently lost. Call oink under torch.no_grad() or torch.inference_mode() for inference, "
+        "or use torch.nn.functional.rms_norm for training."
+    )
+
+
+# --- rmsnorm: differentiable on the CPU -------------------------------------------------------
+
+
+def _rmsnorm_forward_setup(ctx, inputs, output):
+    x, weight, _ = inputs
+    _, rstd = output
+    ctx.save_for_backward(x, weight, rstd)
+
+
+def _rmsnorm_forward_backward(ctx, dy, drstd):
+    x, weight, rstd = ctx.saved_tensors
+    dx = dweight = None
+    if dy is not None:
+        # The upstream gradient as the kernel reads rows: a contiguous last dimension, rows that
+        # do not share memory (sum().backward() hands an expanded tensor of zero strides).
+        dx, dweight = torch.ops.oink.rmsnorm_backward.default(dy.contiguous(), x, weight, rstd)
+    if drstd is not None:
+        # rstd = (mean(x^2) + eps)^(-1/2): d rstd / dx = -rstd^3 * x / N.
+        wide = x.to(rstd.dtype)
+        extra = (-(drstd * rstd**3) / x.shape[-1]).unsqueeze(-1) * wide
+        dx = extra.to(x.dtype) if dx is None else (dx.to(rstd.dtype) + extra).to(x.dtype)
+    if weight is not None and dweight is None and ctx.needs_input_grad[1]:
+        dweight = torch.zeros_like(weight)
+    return dx, dweight, None
+
+
+torch.library.register_autograd(
+    "oink::rmsnorm_forward", _rmsnorm_forward_backward, setup_context=_rmsnorm_forward_setup
+)
+
+
+def _refuse_rmsnorm_backward(keyset, dy, x, weight, rstd):
+    names = _needing_grad((("dy", dy), ("x", x), ("weight", weight), ("rstd", rstd)))
     if names:
-        raise RuntimeError(
-            f"oink.{op}: argument '{names[0]}' requires grad, but oink has no backward kernels "
-            "yet, so its gradients would be silently lost. Call oink under torch.no_grad() or "
-            "torch.inference_mode() for inference, or use torch.nn.functional.rms_norm for "
-            "training."
-        )
+        _refuse("rmsnorm_backward", names, "oink has no double-backward")
+    return torch.ops.oink.rmsnorm_backward.default.redispatch(
+        keyset & _BELOW_AUTOGRAD, dy, x, weight, rstd
+    )
 
 
 def _rmsnorm(keyset, x, weight, eps):
-    _refuse("rmsnorm", (("x", x), ("weight", weight)))
+    names = _needing_grad((("x", x), ("weight", weight)))
+    if names:
+        if x.is_cuda:
+            _refuse("rmsnorm", names, "oink has no CUDA backward kernel yet (the CPU has one)")
+        # Through the op that also returns rstd, whose autograd formula is registered above.
+        return torch.ops.oink.rmsnorm_forward.default(x, weight, eps)[0]
     return torch.ops.oink.rmsnorm.default.redispatch(keyset & _BELOW_AUTOGRAD, x, weight, eps)
 
 
+# --- the rest: no backward kernels ---------------------------------------------------------------
+
+
 def _rmsnorm_out(keyset, x, weight, eps, *, out):
-    _refuse("rmsnorm", (("x", x), ("weight", weight), ("out", out)))
+    names = _needing_grad((("x", x), ("weight", weight), ("out", out)))
+    if names:
+        _refuse("rmsnorm", names, "the out= form has no gradient (call it without out=)")
     return torch.ops.oink.rmsnorm.out.redispatch(keyset & _BELOW_AUTOGRAD, x, weight, eps, out=out)
 
 
 def _fused_add_rms_norm(keyset, x, residual, weight, eps):
-    _refuse("fused_add_rms_norm", (("x", x), ("residual", residual), ("weight", weight)))
+    names = _needing_grad((("x", x), ("residual", residual), ("weight", weight)))
+    if names:
+        _refuse("fused_add_rms_norm", names, "oink has no backward kernel for it yet")
     return torch.ops.oink.fused_add_rms_norm.default.redispatch(
         keyset & _BELOW_AUTOGRAD, x, residual, weight, eps
     )
@@ -44,4 +98,5 @@ def _fused_add_rms_norm(keyset, x, residual, weight, eps):
 
 _LIBRARY.impl("rmsnorm", _rmsnorm, "Autograd", with_keyset=True)
 _LIBRARY.impl("rmsnorm.out", _rmsnorm_out, "Autograd", with_keyset=True)
+_LIBRARY.impl("rmsnorm_backward", _refuse_rmsnorm_backward, "Autograd", with_keyset=True)
 _LIBRARY.impl("fused_add_rms_norm", _fused_add_rms_norm, "Autograd", with_keyset=True)

@@ -20,3 +20,19 @@ def _rmsnorm_out_fake(x, weight, eps, *, out):
 @torch.library.register_fake("oink::fused_add_rms_norm")
 def _fused_add_rms_norm_fake(x, residual, weight, eps):
     return None
+
+
+def _per_row(x):
+    """rstd: one value per row of x, float32 (float64 for float64 x), contiguous."""
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return x.new_empty(x.shape[:-1], dtype=dtype)
+
+
+@torch.library.register_fake("oink::rmsnorm_forward")
+def _rmsnorm_forward_fake(x, weight, eps):
+    return rmsnorm_output(x), _per_row(x)
+
+
+@torch.library.register_fake("oink::rmsnorm_backward")
+def _rmsnorm_backward_fake(dy, x, weight, rstd):
+    return rmsnorm_output(x), None if weight is None else torch.empty_like(weight)

@@ -50,17 +50,19 @@ struct Rows {
   std::vector<unsigned char> bytes;
 
   Rows() = default;
+  // The element size (these tests cover the 16- and 32-bit types: an element fits a uint32_t).
+  size_t elem() const { return std::min<size_t>(dtype_size(t), sizeof(uint32_t)); }
   Rows(DType t_, int64_t m_, int64_t n_, int64_t ld_, uint8_t tag)
       : t(t_), m(m_), n(n_), ld(ld_), bytes((2 * kGuard + m_ * ld_) * dtype_size(t_)) {
     poison = t == DType::kFloat32 ? (0x7f80u | tag) << 16 | tag : 0x7f00u | tag;
-    for (int64_t e = -kGuard; e < m * ld + kGuard; ++e) std::memcpy(at(e), &poison, dtype_size(t));
+    for (int64_t e = -kGuard; e < m * ld + kGuard; ++e) std::memcpy(at(e), &poison, elem());
   }
   unsigned char* at(int64_t e) { return bytes.data() + (kGuard + e) * dtype_size(t); }
   const unsigned char* at(int64_t e) const { return bytes.data() + (kGuard + e) * dtype_size(t); }
   void* data() { return at(0); }
   uint32_t bits(int64_t e) const {
     uint32_t b = 0;
-    std::memcpy(&b, at(e), dtype_size(t));
+    std::memcpy(&b, at(e), elem());
     return b;
   }
   uint32_t bits(int64_t i, int64_t j) const { return bits(i * ld + j); }
@@ -74,7 +76,7 @@ struct Rows {
     const uint32_t b = t == DType::kFloat32   ? float_bits(v)
                        : t == DType::kFloat16 ? float_to_half(v)
                                               : float_to_bf16(v);
-    std::memcpy(at(i * ld + j), &b, dtype_size(t));
+    std::memcpy(at(i * ld + j), &b, elem());
   }
   // Elements outside the valid M x N region (padding, guards) that no longer hold the poison.
   int64_t touched_outside() const {
