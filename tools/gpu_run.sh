@@ -21,7 +21,8 @@
 #   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
 #
 # Time on one H200 (2026-12-01): build 52 s (six targets; an sm_90a-only pip install 39 s),
-# sanitize 266 s (memcheck 54, racecheck 187, synccheck 25), test with PYTEST_K="not cpu" 440 s,
+# sanitize 442 s with every dtype (memcheck 52, racecheck 362, synccheck 28; racecheck and
+# synccheck now take one x dtype per element size), test with PYTEST_K="not cpu" 440 s,
 # profile (12 cases) ~45 s, bench --matrix with the peers 290 s before the long rows and the
 # copy floor joined it (the long rows alone: 165 s), peers' JIT compiles included.
 # One device call may run 600 s: `build test` in one call, `sanitize profile` (after an sm_90a
@@ -67,10 +68,13 @@ if has_stage sanitize; then
     # racecheck and synccheck look at one CTA's shared memory and barriers (a cluster's too),
     # which PDL does not touch: one PDL setting halves their time (219 s for both on 2026-11-30,
     # which with the tests overran a 600 s call).
-    pdl=both && [[ $tool != memcheck ]] && pdl=on
+    # For the same reason, one x dtype per element size (--dtypes sizes): racecheck took 362 s
+    # with every dtype once clusters of two-slice CTAs joined (2026-12-01).
+    pdl=both dtypes=all
+    [[ $tool != memcheck ]] && pdl=on dtypes=sizes
     # No caching allocator: memcheck then sees every allocation's true bounds.
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      python3 tools/sanitize_cases.py --pdl "$pdl" >>"$OUT/sanitizer.log" 2>&1
+      python3 tools/sanitize_cases.py --pdl "$pdl" --dtypes "$dtypes" >>"$OUT/sanitizer.log" 2>&1
     rc=$?
     note "sanitizer $tool: rc=$rc ($((SECONDS - start)) s): $(grep -E 'ERROR SUMMARY|wrong results' "$OUT/sanitizer.log" | tail -2 | tr '\n' ' ')"
   done
