@@ -12,10 +12,13 @@ namespace oink {
 enum class NormOp : uint8_t {
   kRmsNorm,          // out = rmsnorm(x)
   kFusedAddRmsNorm,  // residual = x + residual; x = rmsnorm(residual)   (vLLM semantics)
+  kLayerNorm,        // out = layernorm(x) (CPU kernels only in this version; never planned)
 };
 
 constexpr const char* op_name(NormOp op) {
-  return op == NormOp::kRmsNorm ? "rmsnorm" : "fused_add_rms_norm";
+  return op == NormOp::kRmsNorm           ? "rmsnorm"
+         : op == NormOp::kFusedAddRmsNorm ? "fused_add_rms_norm"
+                                          : "layernorm";
 }
 
 // One call, described by what decides the schedule. Strides are in elements, 64-bit.

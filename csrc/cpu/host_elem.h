@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/float_convert.h"
@@ -52,6 +53,42 @@ struct HostElem<DType::kFloat64> {
   static OINK_INLINE double store(double v) { return v; }
   static OINK_INLINE double store_result(double v) { return v; }
 };
+
+// A statistic saved per row (rstd, mean): float32, or float64 for float64 rows.
+template <DType XD>
+OINK_INLINE void store_stat(void* stats, int64_t row, double v) {
+  if (stats == nullptr) return;
+  if constexpr (XD == DType::kFloat64) {
+    static_cast<double*>(stats)[row] = v;
+  } else {
+    static_cast<float*>(stats)[row] = static_cast<float>(v);
+  }
+}
+
+template <DType XD>
+OINK_INLINE double load_stat(const void* stats, int64_t row) {
+  if constexpr (XD == DType::kFloat64) {
+    return static_cast<const double*>(stats)[row];
+  } else {
+    return static_cast<const float*>(stats)[row];
+  }
+}
+
+// Calls f(std::integral_constant<DType, D>{}) for D = `dtype`: one switch over the element types
+// for every kernel entry that instantiates a row loop per dtype.
+template <typename F>
+OINK_INLINE void with_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return f(std::integral_constant<DType, DType::kFloat32>{});
+    case DType::kBFloat16:
+      return f(std::integral_constant<DType, DType::kBFloat16>{});
+    case DType::kFloat16:
+      return f(std::integral_constant<DType, DType::kFloat16>{});
+    case DType::kFloat64:
+      return f(std::integral_constant<DType, DType::kFloat64>{});
+  }
+}
 
 // Sums in float64: PyTorch's CPU kernels accumulate float32 in double too (acc_type<float> on
 // CPU), and GUIDE §2 holds oink to PyTorch's error; a float32 sum with float32 rsqrt was up to 2.5

@@ -2,6 +2,7 @@
 // in block order, so that its bits depend on the inputs and M alone (never on the thread count).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/problem.h"
@@ -21,14 +22,34 @@ struct NormBackwardArgs {
 // Rows per dweight partial: a function of M alone (at most kMaxWeightGradBlocks blocks).
 int64_t weight_grad_block_rows(int64_t rows);
 
+// Calls f(row, x, dy, dx) for the rows of block `block` (weight_grad_block_rows rows each), with
+// the row's elements of x, dy and dx (element type XS).
+template <typename XS, typename F>
+inline void for_each_block_row(const NormBackwardProblem& bp, const void* x, const void* dy,
+                               void* dx, int64_t block, F&& f) {
+  const NormProblem& p = bp.rows;
+  const int64_t block_rows = weight_grad_block_rows(p.rows);
+  const int64_t begin = block * block_rows, end = std::min(p.rows, begin + block_rows);
+  const RowIndexer rows(p.row_dims);
+  for (int64_t row = begin; row < end; ++row) {
+    const RowIndex at = split_row(rows, row);
+    f(row, static_cast<const XS*>(x) + row_offset(rows, at, p.x_strides),
+      static_cast<const XS*>(dy) + row_offset(rows, at, bp.dy_strides),
+      static_cast<XS*>(dx) + row_offset(rows, at, bp.dx_strides));
+  }
+}
+
 // dx for the rows of block `block` (weight_grad_block_rows rows each), and that block's dweight
 // partial: the sum over its rows, in row order, of dy * x * rstd (float64).
 void norm_backward_block_cpu(const NormBackwardProblem& problem, const NormBackwardArgs& args,
                              int64_t block);
 
-// dweight[col] for col in [begin, end): the blocks' partials added in block order, rounded once
-// to the weight's dtype.
-void reduce_weight_grad_cpu(const NormBackwardProblem& problem, const double* partials,
-                            int64_t blocks, void* dweight, int64_t begin, int64_t end);
+// out[col] for col in [begin, end): the blocks' partials ([blocks][n]) added in block order,
+// rounded once to `dtype` (dweight, dbias).
+void reduce_partials_cpu(DType dtype, const double* partials, int64_t blocks, int64_t n, void* out,
+                         int64_t begin, int64_t end);
+
+// `n` elements of `dtype` widened to float64 (a weight or bias, once per call).
+void widen_cpu(DType dtype, const void* src, int64_t n, double* dst);
 
 }  // namespace oink

@@ -126,8 +126,9 @@ void set_joint_rows(NormProblem& p, const char* op, const char* arg, const Tenso
 }  // namespace
 
 NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Tensor>& weight,
-                              const Tensor* residual, double eps, RowView* x_rows) {
-  const char* name = op_name(op);
+                              const Tensor* residual, double eps, RowView* x_rows,
+                              const char* name) {
+  if (name == nullptr) name = op_name(op);
   NormProblem p;
   p.op = op;
 
@@ -215,31 +216,55 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
   return p;
 }
 
-NormBackwardProblem check_norm_backward_inputs(const Tensor& dy, const Tensor& x,
-                                               const std::optional<Tensor>& weight,
-                                               const Tensor& rstd, RowView* x_rows) {
-  const char* op = "rmsnorm_backward";
+NormBackwardProblem check_norm_backward_inputs(const char* name, NormOp op, const Tensor& dy,
+                                               const Tensor& x, const std::optional<Tensor>& weight,
+                                               RowView* x_rows) {
   NormBackwardProblem bp;
-  bp.rows = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, 0.0, x_rows);
-  check_like_x(op, "dy", x, dy);
-  check_rows(op, "dy", dy);
-  if (!rstd.defined()) throw ArgError(op, "rstd", "must be a tensor", "None");
-  const bool wide = bp.rows.x_dtype == DType::kFloat64;
-  const ScalarType want = wide ? ScalarType::Double : ScalarType::Float;
-  bool rows_match = rstd.dim() == x.dim() - 1;
-  for (int64_t d = 0; rows_match && d + 1 < x.dim(); ++d) rows_match = rstd.size(d) == x.size(d);
-  if (rstd.scalar_type() != want || !rows_match || !rstd.is_contiguous() || !same_device(x, rstd)) {
-    throw ArgError(op, "rstd",
-                   std::string("must be rmsnorm_forward's: a contiguous ") +
-                       (wide ? "float64" : "float32") + " tensor of shape x.shape[:-1] on " +
-                       device_of(x),
-                   dtype_of(rstd) + " of shape " + shape_of(rstd) + " on " + device_of(rstd) +
-                       (rstd.is_contiguous() ? "" : ", not contiguous"));
-  }
+  bp.rows = check_norm_inputs(op, x, weight, nullptr, 0.0, x_rows, name);
+  check_like_x(name, "dy", x, dy);
+  check_rows(name, "dy", dy);
   return bp;
 }
 
-void set_backward_rows(NormBackwardProblem& bp, const Tensor& x, const Tensor& dy,
+void check_per_row(const char* op, const char* arg, const Tensor& x, DType x_dtype,
+                   const Tensor& stat) {
+  if (!stat.defined()) throw ArgError(op, arg, "must be a tensor", "None");
+  const bool wide = x_dtype == DType::kFloat64;
+  const ScalarType want = wide ? ScalarType::Double : ScalarType::Float;
+  bool rows_match = stat.dim() == x.dim() - 1;
+  for (int64_t d = 0; rows_match && d + 1 < x.dim(); ++d) rows_match = stat.size(d) == x.size(d);
+  if (stat.scalar_type() != want || !rows_match || !stat.is_contiguous() || !same_device(x, stat)) {
+    throw ArgError(op, arg,
+                   std::string("must be the forward op's: a contiguous ") +
+                       (wide ? "float64" : "float32") + " tensor of shape x.shape[:-1] on " +
+                       device_of(x),
+                   dtype_of(stat) + " of shape " + shape_of(stat) + " on " + device_of(stat) +
+                       (stat.is_contiguous() ? "" : ", not contiguous"));
+  }
+}
+
+std::optional<DType> check_bias(const char* op, const Tensor& x, const std::optional<Tensor>& bias,
+                                int64_t cols) {
+  if (!bias) return std::nullopt;
+  const Tensor& b = *bias;
+  if (!b.defined()) throw ArgError(op, "bias", "must be a tensor", "None");
+  if (!same_device(x, b)) {
+    throw ArgError(op, "bias", "must be on x's device (" + device_of(x) + ")", device_of(b));
+  }
+  const std::optional<DType> dtype = to_dtype(b.scalar_type());
+  if (!dtype) throw ArgError(op, "bias", kFloatDtypes, dtype_of(b));
+  check_float64_on_cpu(op, "bias", *dtype, b);
+  if (b.dim() != 1 || b.size(0) != cols) {
+    throw ArgError(op, "bias", "must be 1-D of length N=" + std::to_string(cols) + " (x.size(-1))",
+                   "shape " + shape_of(b));
+  }
+  if (b.size(0) > 1 && b.stride(0) != 1) {
+    throw ArgError(op, "bias", "must be contiguous", "stride " + std::to_string(b.stride(0)));
+  }
+  return dtype;
+}
+
+void set_backward_rows(const char* name, NormBackwardProblem& bp, const Tensor& x, const Tensor& dy,
                        const Tensor& dx) {
   const auto sizes = x.sizes();
   const auto xs = x.strides(), ds = dy.strides(), os = dx.strides();
@@ -248,7 +273,7 @@ void set_backward_rows(NormBackwardProblem& bp, const Tensor& x, const Tensor& d
   std::string why;
   const auto dims = joint_rows(sizes.data(), static_cast<int>(x.dim()), strides, 3, joint, &why);
   if (!dims) {
-    throw ArgError("rmsnorm_backward", "dy", "and x must be walkable together (" + why + ")",
+    throw ArgError(name, "dy", "and x must be walkable together (" + why + ")",
                    "strides " + strides_of(dy) + " against x's " + strides_of(x));
   }
   bp.rows.row_dims = *dims;

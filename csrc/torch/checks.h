@@ -16,8 +16,20 @@ using torch::stable::Tensor;
 // Checks x (and, for the fused op, residual), weight and eps; returns the problem the planner
 // sees, and x's own row view in `x_rows` when given. For rmsnorm the output is not known yet:
 // add it with check_out().
+// `name` names the op in messages (default: op_name(op)).
 NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Tensor>& weight,
-                              const Tensor* residual, double eps, RowView* x_rows = nullptr);
+                              const Tensor* residual, double eps, RowView* x_rows = nullptr,
+                              const char* name = nullptr);
+
+// layernorm: checks a bias (None, or x's device, a float dtype, 1-D of length N, contiguous) and
+// returns its dtype (nullopt for None).
+std::optional<DType> check_bias(const char* op, const Tensor& x, const std::optional<Tensor>& bias,
+                                int64_t cols);
+
+// A statistic per row (rstd, mean): rmsnorm_forward's or layernorm_forward's, contiguous,
+// x.shape[:-1], float32 (float64 for float64 x), on x's device.
+void check_per_row(const char* op, const char* arg, const Tensor& x, DType x_dtype,
+                   const Tensor& stat);
 
 // rmsnorm: checks `out` (a caller's, for rmsnorm.out, or one just allocated) against x (whose
 // row view check_norm_inputs gave) and completes the problem with its strides and alignment.
@@ -25,16 +37,16 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
 void check_out(NormProblem& problem, const char* op, const Tensor& x, const RowView& x_rows,
                const Tensor& out);
 
-// rmsnorm_backward: checks dy (x's dtype, device and shape), x and weight (as rmsnorm's) and
-// rstd (rmsnorm_forward's: contiguous, x.shape[:-1], float32, or float64 for float64 x); returns
-// the problem with x's rows, and x's own row view in `x_rows`. Complete it with dx's strides by
+// A backward op (`name`) of `op`: checks dy (x's dtype, device and shape), x and weight (as the
+// forward op's); returns the problem with x's rows, and x's own row view in `x_rows`. The saved
+// statistics are checked by check_per_row(); complete the problem with dx's strides by
 // set_backward_rows() once dx exists.
-NormBackwardProblem check_norm_backward_inputs(const Tensor& dy, const Tensor& x,
-                                               const std::optional<Tensor>& weight,
-                                               const Tensor& rstd, RowView* x_rows);
+NormBackwardProblem check_norm_backward_inputs(const char* name, NormOp op, const Tensor& dy,
+                                               const Tensor& x, const std::optional<Tensor>& weight,
+                                               RowView* x_rows);
 
 // x, dy and dx walked together: one set of row dimensions and each tensor's strides.
-void set_backward_rows(NormBackwardProblem& problem, const Tensor& x, const Tensor& dy,
-                       const Tensor& dx);
+void set_backward_rows(const char* name, NormBackwardProblem& problem, const Tensor& x,
+                       const Tensor& dy, const Tensor& dx);
 
 }  // namespace oink

@@ -14,6 +14,19 @@ STABLE_TORCH_LIBRARY(oink, m) {
   // (dx, dweight) for the upstream gradient dy; dweight has the weight's dtype (None without a
   // weight) and is summed in a fixed order (deterministic). CPU only in this version.
   m.def("rmsnorm_backward(Tensor dy, Tensor x, Tensor? weight, Tensor rstd) -> (Tensor, Tensor?)");
+  // y = (x - mean) / sqrt(var + eps) * weight + bias, the mean and the biased variance over the
+  // last dimension, float64 on the CPU, rounded once. CPU only in this version.
+  m.def("layernorm(Tensor x, Tensor? weight, Tensor? bias, float eps) -> Tensor");
+  // layernorm, also returning the mean and rstd of every row (x.shape[:-1], float32; float64
+  // for float64 x), the statistics layernorm_backward takes.
+  m.def(
+      "layernorm_forward(Tensor x, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, "
+      "Tensor)");
+  // (dx, dweight, dbias) for the upstream gradient dy; dweight and dbias in the weight's and
+  // bias's dtypes (None where there is none), summed in a fixed order (deterministic).
+  m.def(
+      "layernorm_backward(Tensor dy, Tensor x, Tensor? weight, Tensor? bias, Tensor mean, "
+      "Tensor rstd) -> (Tensor, Tensor?, Tensor?)");
   // In place, vLLM semantics: residual <- x + residual; x <- rmsnorm(residual, weight, eps).
   m.def("fused_add_rms_norm(Tensor(a!) x, Tensor(b!) residual, Tensor? weight, float eps) -> ()");
   // The launch plan a call would use, as `key=value` pairs (oink.explain parses it).

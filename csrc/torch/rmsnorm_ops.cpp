@@ -19,6 +19,7 @@
 #include "cpu/norm_backward_cpu.h"
 #include "cpu/norm_cpu.h"
 #include "torch/checks.h"
+#include "torch/tensors.h"
 
 #ifdef OINK_WITH_CUDA
 #include <torch/csrc/stable/accelerator.h>
@@ -77,39 +78,6 @@ DeviceInfo device_info_of(const Tensor& x) {
   (void)x;
 #endif
   return DeviceInfo{};
-}
-
-// A new uninitialised tensor on x's device with the given dtype (an aoti_torch dtype code),
-// shape and strides.
-Tensor empty_on(const Tensor& x, int32_t dtype, int64_t dims, const int64_t* sizes,
-                const int64_t* strides) {
-  AtenTensorHandle handle = nullptr;
-  int32_t device_type = x.is_cuda() ? aoti_torch_device_type_cuda() : aoti_torch_device_type_cpu();
-  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(dims, sizes, strides, dtype, device_type,
-                                                  x.is_cuda() ? x.get_device_index() : 0, &handle));
-  return Tensor(handle);
-}
-
-// A new uninitialised tensor of x's dtype and device with the given shape and strides.
-Tensor empty_strided_like(const Tensor& x, const int64_t* sizes, const int64_t* strides) {
-  int32_t dtype = 0;
-  TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(x.get(), &dtype));
-  return empty_on(x, dtype, x.dim(), sizes, strides);
-}
-
-// rmsnorm's output (GUIDE §1): x's shape and strides when x's rows have one row stride, so
-// torch.compile and CUDA graphs see one stable layout whatever path ran; otherwise dense in x's
-// logical order. python/oink/_fake.py returns the same.
-Tensor output_for(const Tensor& x, const RowView& x_rows) {
-  const auto sizes = x.sizes();
-  if (x_rows.one_row_stride()) return empty_strided_like(x, sizes.data(), x.strides().data());
-  std::vector<int64_t> strides(sizes.size());
-  int64_t step = 1;
-  for (size_t d = sizes.size(); d-- > 0;) {
-    strides[d] = step;
-    step *= std::max<int64_t>(sizes[d], 1);
-  }
-  return empty_strided_like(x, sizes.data(), strides.data());
 }
 
 void run(const char* op, const NormProblem& problem, const NormArgs& args, const Tensor& x) {
@@ -176,33 +144,6 @@ void fused_add_rms_norm(Tensor x, Tensor residual, std::optional<Tensor> weight,
   run("fused_add_rms_norm", problem, args, x);
 }
 
-// The training ops run on the CPU in this version; their CUDA kernels are not built yet.
-void require_cpu_for(const char* op, const Tensor& x) {
-  require_kernels_for(op, x);
-  if (x.is_cuda()) {
-    throw std::runtime_error(std::string("oink.") + op +
-                             ": runs on the CPU only in this version of oink (its CUDA kernel is "
-                             "not built yet); got x on cuda:" +
-                             std::to_string(x.get_device_index()));
-  }
-}
-
-// One value per row, in x's logical row order: x.shape[:-1], contiguous. float32, or float64 for
-// float64 rows (gradcheck).
-Tensor per_row_for(const Tensor& x, DType x_dtype) {
-  const auto sizes = x.sizes();
-  const int64_t dims = static_cast<int64_t>(sizes.size()) - 1;
-  std::vector<int64_t> strides(std::max<int64_t>(dims, 1));
-  int64_t step = 1;
-  for (int64_t d = dims; d-- > 0;) {
-    strides[d] = step;
-    step *= std::max<int64_t>(sizes[d], 1);
-  }
-  const int32_t dtype =
-      x_dtype == DType::kFloat64 ? aoti_torch_dtype_float64() : aoti_torch_dtype_float32();
-  return empty_on(x, dtype, dims, sizes.data(), strides.data());
-}
-
 // rmsnorm, also returning 1/rms per row (the backward pass's saved statistic).
 std::tuple<Tensor, Tensor> rmsnorm_forward(Tensor x, std::optional<Tensor> weight, double eps) {
   require_cpu_for("rmsnorm_forward", x);
@@ -223,12 +164,14 @@ std::tuple<Tensor, Tensor> rmsnorm_forward(Tensor x, std::optional<Tensor> weigh
 std::tuple<Tensor, std::optional<Tensor>> rmsnorm_backward(Tensor dy, Tensor x,
                                                            std::optional<Tensor> weight,
                                                            Tensor rstd) {
-  require_cpu_for("rmsnorm_backward", x);
+  const char* op = "rmsnorm_backward";
+  require_cpu_for(op, x);
   RowView x_rows;
-  NormBackwardProblem bp = check_norm_backward_inputs(dy, x, weight, rstd, &x_rows);
+  NormBackwardProblem bp = check_norm_backward_inputs(op, NormOp::kRmsNorm, dy, x, weight, &x_rows);
   const NormProblem& p = bp.rows;
+  check_per_row(op, "rstd", x, p.x_dtype, rstd);
   Tensor dx = output_for(x, x_rows);
-  set_backward_rows(bp, x, dy, dx);
+  set_backward_rows(op, bp, x, dy, dx);
 
   std::optional<Tensor> dweight;
   std::vector<double> partials;
@@ -254,7 +197,8 @@ std::tuple<Tensor, std::optional<Tensor>> rmsnorm_backward(Tensor dy, Tensor x,
     if (p.rows == 0) partials.assign(static_cast<size_t>(p.cols), 0.0);
     const int64_t summed = p.rows == 0 ? 1 : blocks;
     torch::stable::parallel_for(0, p.cols, 4096, [&](int64_t begin, int64_t end) {
-      reduce_weight_grad_cpu(bp, partials.data(), summed, dweight->data_ptr(), begin, end);
+      reduce_partials_cpu(p.w_dtype, partials.data(), summed, p.cols, dweight->data_ptr(), begin,
+                          end);
     });
   }
   return {dx, dweight};

@@ -1,6 +1,7 @@
-"""Gradients: oink.rmsnorm differentiates through rmsnorm_forward and rmsnorm_backward (CPU in
-this version); everything else that has no backward kernel raises on inputs that require grad,
-with grad mode on, instead of returning outputs whose gradients would be silently None.
+"""Gradients: oink.rmsnorm and oink.layernorm differentiate through their _forward and
+_backward ops (CPU in this version); every call without a backward kernel raises on inputs that
+require grad, with grad mode on, instead of returning outputs whose gradients would be silently
+None.
 
 The guard is registered at the dispatcher's Autograd key, so torch.ops.oink.* behaves like the
 wrappers. Under torch.inference_mode() (vLLM) the key is skipped and this costs nothing;
@@ -77,6 +78,66 @@ def _rmsnorm(keyset, x, weight, eps):
     return torch.ops.oink.rmsnorm.default.redispatch(keyset & _BELOW_AUTOGRAD, x, weight, eps)
 
 
+# --- layernorm: differentiable on the CPU -------------------------------------------------------
+
+
+def _layernorm_forward_setup(ctx, inputs, output):
+    x, weight, bias, _ = inputs
+    _, mean, rstd = output
+    ctx.save_for_backward(x, weight, bias, mean, rstd)
+
+
+def _layernorm_forward_backward(ctx, dy, dmean, drstd):
+    x, weight, bias, mean, rstd = ctx.saved_tensors
+    dx = dweight = dbias = None
+    if dy is not None:
+        dx, dweight, dbias = torch.ops.oink.layernorm_backward.default(
+            dy.contiguous(), x, weight, bias, mean, rstd
+        )
+    if dmean is not None or drstd is not None:
+        # mean = sum(x) / N: d mean / dx = 1 / N; rstd = (var + eps)^(-1/2):
+        # d rstd / dx = -rstd^3 * (x - mean) / N.
+        n = x.shape[-1]
+        centered = x.to(rstd.dtype) - mean.unsqueeze(-1)
+        extra = torch.zeros_like(centered)
+        if dmean is not None:
+            extra = extra + (dmean / n).unsqueeze(-1)
+        if drstd is not None:
+            extra = extra - (drstd * rstd**3 / n).unsqueeze(-1) * centered
+        dx = extra.to(x.dtype) if dx is None else (dx.to(rstd.dtype) + extra).to(x.dtype)
+    if weight is not None and dweight is None and ctx.needs_input_grad[1]:
+        dweight = torch.zeros_like(weight)
+    if bias is not None and dbias is None and ctx.needs_input_grad[2]:
+        dbias = torch.zeros_like(bias)
+    return dx, dweight, dbias, None
+
+
+torch.library.register_autograd(
+    "oink::layernorm_forward", _layernorm_forward_backward, setup_context=_layernorm_forward_setup
+)
+
+
+def _layernorm(keyset, x, weight, bias, eps):
+    names = _needing_grad((("x", x), ("weight", weight), ("bias", bias)))
+    if names:
+        if x.is_cuda:
+            _refuse("layernorm", names, "oink has no CUDA backward kernel yet (the CPU has one)")
+        return torch.ops.oink.layernorm_forward.default(x, weight, bias, eps)[0]
+    return torch.ops.oink.layernorm.default.redispatch(
+        keyset & _BELOW_AUTOGRAD, x, weight, bias, eps
+    )
+
+
+def _refuse_layernorm_backward(keyset, dy, x, weight, bias, mean, rstd):
+    tensors = (("dy", dy), ("x", x), ("weight", weight), ("bias", bias))
+    names = _needing_grad((*tensors, ("mean", mean), ("rstd", rstd)))
+    if names:
+        _refuse("layernorm_backward", names, "oink has no double-backward")
+    return torch.ops.oink.layernorm_backward.default.redispatch(
+        keyset & _BELOW_AUTOGRAD, dy, x, weight, bias, mean, rstd
+    )
+
+
 # --- the rest: no backward kernels ---------------------------------------------------------------
 
 
@@ -100,3 +161,5 @@ _LIBRARY.impl("rmsnorm", _rmsnorm, "Autograd", with_keyset=True)
 _LIBRARY.impl("rmsnorm.out", _rmsnorm_out, "Autograd", with_keyset=True)
 _LIBRARY.impl("rmsnorm_backward", _refuse_rmsnorm_backward, "Autograd", with_keyset=True)
 _LIBRARY.impl("fused_add_rms_norm", _fused_add_rms_norm, "Autograd", with_keyset=True)
+_LIBRARY.impl("layernorm", _layernorm, "Autograd", with_keyset=True)
+_LIBRARY.impl("layernorm_backward", _refuse_layernorm_backward, "Autograd", with_keyset=True)

@@ -36,3 +36,22 @@ def _rmsnorm_forward_fake(x, weight, eps):
 @torch.library.register_fake("oink::rmsnorm_backward")
 def _rmsnorm_backward_fake(dy, x, weight, rstd):
     return rmsnorm_output(x), None if weight is None else torch.empty_like(weight)
+
+
+@torch.library.register_fake("oink::layernorm")
+def _layernorm_fake(x, weight, bias, eps):
+    return rmsnorm_output(x)
+
+
+@torch.library.register_fake("oink::layernorm_forward")
+def _layernorm_forward_fake(x, weight, bias, eps):
+    return rmsnorm_output(x), _per_row(x), _per_row(x)
+
+
+@torch.library.register_fake("oink::layernorm_backward")
+def _layernorm_backward_fake(dy, x, weight, bias, mean, rstd):
+    return (
+        rmsnorm_output(x),
+        None if weight is None else torch.empty_like(weight),
+        None if bias is None else torch.empty_like(bias),
+    )

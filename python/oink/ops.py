@@ -52,6 +52,44 @@ def rmsnorm_backward(
     return torch.ops.oink.rmsnorm_backward.default(dy, x, weight, rstd)
 
 
+def layernorm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last dimension (the biased
+    variance, as torch.nn.functional.layer_norm), in float64, rounded once to x's dtype. x's
+    layouts as rmsnorm's; weight and bias None or contiguous [N] tensors of any float dtype.
+    Differentiable. CPU only in this version (float64 included, for gradcheck)."""
+    return torch.ops.oink.layernorm.default(x, weight, bias, eps)
+
+
+def layernorm_forward(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """layernorm(x, weight, bias, eps), and the mean and rstd = 1/sqrt(var + eps) of every row
+    (x.shape[:-1]; float32, or float64 for float64 x): what layernorm_backward takes."""
+    return torch.ops.oink.layernorm_forward.default(x, weight, bias, eps)
+
+
+def layernorm_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """(dx, dweight, dbias) of layernorm for the upstream gradient dy, from layernorm_forward's
+    mean and rstd. dweight and dbias have the weight's and bias's dtypes (None where there is
+    none) and are summed in a fixed order: the same bits on every run and at any thread count."""
+    return torch.ops.oink.layernorm_backward.default(dy, x, weight, bias, mean, rstd)
+
+
 def fused_add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float = 1e-6
 ) -> None:

@@ -1,0 +1,148 @@
+// oink::layernorm, layernorm_forward and layernorm_backward (CPU in this version): validate ->
+// widen the weight and bias once -> the CPU kernels of cpu/layernorm_cpu.*. Fake kernels in
+// python/oink/_fake.py, autograd in python/oink/_autograd.py.
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "core/problem.h"
+#include "cpu/layernorm_cpu.h"
+#include "cpu/norm_backward_cpu.h"
+#include "torch/checks.h"
+#include "torch/tensors.h"
+
+namespace oink {
+namespace {
+
+// A weight or bias widened to float64 (empty for None).
+std::vector<double> widened(const std::optional<Tensor>& t, DType dtype, int64_t n) {
+  std::vector<double> out;
+  if (t) {
+    out.resize(static_cast<size_t>(n));
+    widen_cpu(dtype, t->data_ptr(), n, out.data());
+  }
+  return out;
+}
+
+const double* data_or_null(const std::vector<double>& v) { return v.empty() ? nullptr : v.data(); }
+
+std::tuple<Tensor, Tensor, Tensor> forward(const char* op, const Tensor& x,
+                                           const std::optional<Tensor>& weight,
+                                           const std::optional<Tensor>& bias, double eps,
+                                           bool save_stats) {
+  require_cpu_for(op, x);
+  RowView x_rows;
+  NormProblem p = check_norm_inputs(NormOp::kLayerNorm, x, weight, nullptr, eps, &x_rows, op);
+  const std::optional<DType> b_dtype = check_bias(op, x, bias, p.cols);
+  Tensor out = output_for(x, x_rows);
+  check_out(p, op, x, x_rows, out);
+  Tensor mean = save_stats ? per_row_for(x, p.x_dtype) : Tensor();
+  Tensor rstd = save_stats ? per_row_for(x, p.x_dtype) : Tensor();
+  const std::vector<double> w = widened(weight, p.w_dtype, p.cols);
+  const std::vector<double> b = widened(bias, b_dtype.value_or(p.x_dtype), p.cols);
+  LayerNormArgs args;
+  args.x = x.data_ptr();
+  args.out = out.data_ptr();
+  args.weight = data_or_null(w);
+  args.bias = data_or_null(b);
+  args.mean = save_stats ? mean.data_ptr() : nullptr;
+  args.rstd = save_stats ? rstd.data_ptr() : nullptr;
+  args.eps = eps;
+  if (p.rows > 0 && p.cols > 0) {
+    const int64_t grain = std::max<int64_t>(1, 32768 / p.cols);
+    torch::stable::parallel_for(0, p.rows, grain, [&](int64_t begin, int64_t end) {
+      layernorm_rows_cpu(p, args, begin, end);
+    });
+  }
+  return {out, mean, rstd};
+}
+
+Tensor layernorm(Tensor x, std::optional<Tensor> weight, std::optional<Tensor> bias, double eps) {
+  return std::get<0>(forward("layernorm", x, weight, bias, eps, false));
+}
+
+// layernorm, also returning the mean and rstd = 1 / sqrt(var + eps) of every row.
+std::tuple<Tensor, Tensor, Tensor> layernorm_forward(Tensor x, std::optional<Tensor> weight,
+                                                     std::optional<Tensor> bias, double eps) {
+  return forward("layernorm_forward", x, weight, bias, eps, true);
+}
+
+// (dx, dweight, dbias) for the upstream gradient dy, from layernorm_forward's mean and rstd.
+// dweight and dbias (the weight's and bias's dtypes; None where there is none) are summed in a
+// fixed order: the same bits on every run and at every thread count.
+std::tuple<Tensor, std::optional<Tensor>, std::optional<Tensor>> layernorm_backward(
+    Tensor dy, Tensor x, std::optional<Tensor> weight, std::optional<Tensor> bias, Tensor mean,
+    Tensor rstd) {
+  const char* op = "layernorm_backward";
+  require_cpu_for(op, x);
+  RowView x_rows;
+  NormBackwardProblem bp =
+      check_norm_backward_inputs(op, NormOp::kLayerNorm, dy, x, weight, &x_rows);
+  const NormProblem& p = bp.rows;
+  const std::optional<DType> b_dtype = check_bias(op, x, bias, p.cols);
+  check_per_row(op, "mean", x, p.x_dtype, mean);
+  check_per_row(op, "rstd", x, p.x_dtype, rstd);
+  Tensor dx = output_for(x, x_rows);
+  set_backward_rows(op, bp, x, dy, dx);
+
+  const int64_t block_rows = weight_grad_block_rows(p.rows);
+  const int64_t blocks = std::max<int64_t>(1, (p.rows + block_rows - 1) / block_rows);
+  const std::vector<double> w = widened(weight, p.w_dtype, p.cols);
+  std::vector<double> dw_partials, db_partials;
+  std::optional<Tensor> dweight, dbias;
+  if (weight) {
+    dweight = empty_strided_like(*weight, weight->sizes().data(), weight->strides().data());
+    dw_partials.assign(static_cast<size_t>(blocks * p.cols), 0.0);
+  }
+  if (bias) {
+    dbias = empty_strided_like(*bias, bias->sizes().data(), bias->strides().data());
+    db_partials.assign(static_cast<size_t>(blocks * p.cols), 0.0);
+  }
+  LayerNormBackwardArgs args;
+  args.dy = dy.data_ptr();
+  args.x = x.data_ptr();
+  args.weight = data_or_null(w);
+  args.mean = mean.data_ptr();
+  args.rstd = rstd.data_ptr();
+  args.dx = dx.data_ptr();
+  args.dweight_partials = weight ? dw_partials.data() : nullptr;
+  args.dbias_partials = bias ? db_partials.data() : nullptr;
+  if (p.rows > 0 && p.cols > 0) {
+    torch::stable::parallel_for(0, blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) layernorm_backward_block_cpu(bp, args, k);
+    });
+  }
+  // With no rows the partials stay zero: dweight and dbias are zeros.
+  const std::pair<std::optional<Tensor>*, std::pair<const std::vector<double>*, DType>> sums[] = {
+      {&dweight, {&dw_partials, p.w_dtype}}, {&dbias, {&db_partials, b_dtype.value_or(p.x_dtype)}}};
+  for (const auto& [grad, source] : sums) {
+    if (!*grad || p.cols == 0) continue;
+    const auto& [partials, dtype] = source;
+    torch::stable::parallel_for(0, p.cols, 4096, [&](int64_t begin, int64_t end) {
+      reduce_partials_cpu(dtype, partials->data(), blocks, p.cols, (*grad)->data_ptr(), begin, end);
+    });
+  }
+  return {dx, dweight, dbias};
+}
+
+}  // namespace
+
+STABLE_TORCH_LIBRARY_IMPL(oink, CPU, m) {
+  m.impl("layernorm", TORCH_BOX(&layernorm));
+  m.impl("layernorm_forward", TORCH_BOX(&layernorm_forward));
+  m.impl("layernorm_backward", TORCH_BOX(&layernorm_backward));
+}
+
+// Registered for CUDA too, so that a CUDA tensor is told the op runs on the CPU only.
+STABLE_TORCH_LIBRARY_IMPL(oink, CUDA, m) {
+  m.impl("layernorm", TORCH_BOX(&layernorm));
+  m.impl("layernorm_forward", TORCH_BOX(&layernorm_forward));
+  m.impl("layernorm_backward", TORCH_BOX(&layernorm_backward));
+}
+
+}  // namespace oink

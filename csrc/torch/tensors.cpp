@@ -1,0 +1,63 @@
+// New tensors for the ops' results, and the CPU-only guard of the training ops.
+#include "torch/tensors.h"
+
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace oink {
+
+Tensor empty_on(const Tensor& x, int32_t dtype, int64_t dims, const int64_t* sizes,
+                const int64_t* strides) {
+  AtenTensorHandle handle = nullptr;
+  int32_t device_type = x.is_cuda() ? aoti_torch_device_type_cuda() : aoti_torch_device_type_cpu();
+  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(dims, sizes, strides, dtype, device_type,
+                                                  x.is_cuda() ? x.get_device_index() : 0, &handle));
+  return Tensor(handle);
+}
+
+Tensor empty_strided_like(const Tensor& x, const int64_t* sizes, const int64_t* strides) {
+  int32_t dtype = 0;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(x.get(), &dtype));
+  return empty_on(x, dtype, x.dim(), sizes, strides);
+}
+
+Tensor output_for(const Tensor& x, const RowView& x_rows) {
+  const auto sizes = x.sizes();
+  if (x_rows.one_row_stride()) return empty_strided_like(x, sizes.data(), x.strides().data());
+  std::vector<int64_t> strides(sizes.size());
+  int64_t step = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<int64_t>(sizes[d], 1);
+  }
+  return empty_strided_like(x, sizes.data(), strides.data());
+}
+
+Tensor per_row_for(const Tensor& x, DType x_dtype) {
+  const auto sizes = x.sizes();
+  const int64_t dims = static_cast<int64_t>(sizes.size()) - 1;
+  std::vector<int64_t> strides(std::max<int64_t>(dims, 1));
+  int64_t step = 1;
+  for (int64_t d = dims; d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<int64_t>(sizes[d], 1);
+  }
+  const int32_t dtype =
+      x_dtype == DType::kFloat64 ? aoti_torch_dtype_float64() : aoti_torch_dtype_float32();
+  return empty_on(x, dtype, dims, sizes.data(), strides.data());
+}
+
+void require_cpu_for(const char* op, const Tensor& x) {
+  if (x.is_cuda()) {
+    throw std::runtime_error(std::string("oink.") + op +
+                             ": runs on the CPU only in this version of oink (its CUDA kernel is "
+                             "not built yet); got x on cuda:" +
+                             std::to_string(x.get_device_index()));
+  }
+}
+
+}  // namespace oink

@@ -1,0 +1,34 @@
+// New tensors for the ops' results, and the CPU-only guard of the training ops.
+#pragma once
+
+#include <torch/csrc/stable/tensor.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/rows.h"
+
+namespace oink {
+
+using torch::stable::Tensor;
+
+// A new uninitialised tensor on x's device: `dtype` an aoti_torch dtype code.
+Tensor empty_on(const Tensor& x, int32_t dtype, int64_t dims, const int64_t* sizes,
+                const int64_t* strides);
+
+// A new uninitialised tensor of x's dtype and device with the given shape and strides.
+Tensor empty_strided_like(const Tensor& x, const int64_t* sizes, const int64_t* strides);
+
+// A row op's output (GUIDE §1): x's shape and strides when x's rows have one row stride, so
+// torch.compile and CUDA graphs see one stable layout whatever path ran; otherwise dense in x's
+// logical order. python/oink/_layout.py's rmsnorm_output returns the same.
+Tensor output_for(const Tensor& x, const RowView& x_rows);
+
+// One value per row, in x's logical row order: x.shape[:-1], contiguous, float32 (float64 for
+// float64 rows): the statistics the forward ops save for the backward ones.
+Tensor per_row_for(const Tensor& x, DType x_dtype);
+
+// The training ops run on the CPU in this version; on a CUDA tensor they say so.
+void require_cpu_for(const char* op, const Tensor& x);
+
+}  // namespace oink

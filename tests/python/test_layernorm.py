@@ -1,0 +1,216 @@
+"""LayerNorm (CPU in this version): the forward against float64 and its layouts and batch
+invariance, layernorm_forward's statistics, layernorm_backward against float64, gradcheck,
+autograd, torch.compile, opcheck, the determinism of dweight and dbias, and the errors."""
+
+import pytest
+import torch
+from torch.library import opcheck
+
+import oink
+from oink.testing import padded_rows, ulp
+
+from conftest import requires_cuda
+
+EPS = 1e-5
+F = torch.nn.functional
+
+DTYPES = [
+    (torch.bfloat16, torch.bfloat16),
+    (torch.float16, torch.float16),
+    (torch.float32, torch.float32),
+    (torch.bfloat16, torch.float32),
+]
+
+
+def dtype_id(d):
+    return str(d).removeprefix("torch.")
+
+
+def make(m, n, dtype, wdtype, gen):
+    x = (torch.randn(m, n, generator=gen) * 2 + 0.5).to(dtype)
+    w = (1 + 0.5 * torch.randn(n, generator=gen)).to(wdtype)
+    b = torch.randn(n, generator=gen).to(wdtype)
+    return x, w, b
+
+
+def stats64(x, eps=EPS):
+    xd = x.double()
+    mean = xd.mean(-1)
+    return mean, torch.rsqrt(xd.var(-1, unbiased=False) + eps)
+
+
+@pytest.mark.parametrize("dtype,wdtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("n", [1, 64, 1000, 4096])
+def test_forward_against_float64(dtype, wdtype, n, gen):
+    x, w, b = make(37, n, dtype, wdtype, gen)
+    y = oink.layernorm(x, w, b, EPS)
+    assert y.dtype == dtype and y.shape == x.shape
+    ref = F.layer_norm(x.double(), (n,), w.double(), b.double(), EPS)
+    # One rounding of the float64 result (through float32), plus float32's own for 16-bit types.
+    bound = ulp(ref, dtype) + 2.0**-22 * (ref.abs() + b.double().abs())
+    assert ((y.double() - ref).abs() <= bound).all()
+    y2, mean, rstd = oink.layernorm_forward(x, w, b, EPS)
+    assert torch.equal(y, y2)
+    exact_mean, exact_rstd = stats64(x)
+    assert mean.dtype == rstd.dtype == torch.float32 and mean.shape == (37,)
+    assert ((mean.double() - exact_mean).abs() <= ulp(exact_mean, torch.float32)).all()
+    assert ((rstd.double() - exact_rstd).abs() <= ulp(exact_rstd, torch.float32)).all()
+
+
+def test_without_weight_and_bias(gen):
+    x, _, _ = make(9, 100, torch.float32, torch.float32, gen)
+    ref = F.layer_norm(x.double(), (100,), None, None, EPS)
+    torch.testing.assert_close(
+        oink.layernorm(x, None, None, EPS).double(), ref, rtol=2e-7, atol=1e-7
+    )
+
+
+def test_layouts_and_batch_invariance(gen):
+    """Padded rows and a 3-D view give the bits of the same rows contiguous, and a row alone the
+    bits it has in the batch."""
+    x = padded_rows(50, 256, torch.bfloat16, "cpu", pad=8, generator=gen)
+    _, w, b = make(1, 256, torch.bfloat16, torch.bfloat16, gen)
+    y = oink.layernorm(x, w, b, EPS)
+    assert torch.equal(y, oink.layernorm(x.contiguous(), w, b, EPS))
+    assert torch.equal(y[17], oink.layernorm(x[17:18].clone(), w, b, EPS)[0])
+    view = x.view(5, 10, 256) if x.is_contiguous() else x.contiguous().view(5, 10, 256)
+    assert torch.equal(
+        oink.layernorm(view.transpose(0, 1), w, b, EPS).transpose(0, 1), y.view(5, 10, 256)
+    )
+
+
+@pytest.mark.parametrize("dtype,wdtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("n", [64, 1000])
+def test_backward_against_float64(dtype, wdtype, n, gen):
+    m = 41
+    x, w, b = make(m, n, dtype, wdtype, gen)
+    dy = torch.randn(m, n, generator=gen).to(dtype)
+    _, mean, rstd = oink.layernorm_forward(x, w, b, EPS)
+    dx, dw, db = oink.layernorm_backward(dy, x, w, b, mean, rstd)
+    assert (dx.dtype, dw.dtype, db.dtype) == (dtype, wdtype, wdtype)
+    xd = x.double().requires_grad_()
+    wd, bd = w.double().requires_grad_(), b.double().requires_grad_()
+    F.layer_norm(xd, (n,), wd, bd, EPS).backward(dy.double())
+    # The saved float32 statistics carry a relative 2^-24 into every term; `scale` bounds the
+    # terms' magnitudes.
+    exact_mean, exact_rstd = stats64(x)
+    xhat = (x.double() - exact_mean.unsqueeze(-1)) * exact_rstd.unsqueeze(-1)
+    g = dy.double() * w.double()
+    scale_dx = exact_rstd.unsqueeze(-1) * (
+        g.abs()
+        + g.abs().mean(-1, keepdim=True)
+        + xhat.abs() * (g * xhat).abs().mean(-1, keepdim=True)
+    )
+    for got, ref, scale, dt in (
+        (dx, xd.grad, scale_dx * xhat.abs().max(), dtype),
+        (dw, wd.grad, (dy.double() * xhat).abs().sum(0) * 4, wdtype),
+        (db, bd.grad, dy.double().abs().sum(0), wdtype),
+    ):
+        bound = ulp(ref, dt) + 2.0**-20 * scale
+        assert ((got.double() - ref).abs() <= bound).all()
+
+
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
+def test_gradcheck_float64(affine, gen):
+    x = torch.randn(3, 4, 48, generator=gen, dtype=torch.float64).requires_grad_()
+    w = torch.randn(48, generator=gen, dtype=torch.float64).requires_grad_()
+    b = torch.randn(48, generator=gen, dtype=torch.float64).requires_grad_()
+    if affine:
+        assert torch.autograd.gradcheck(lambda a, c, d: oink.layernorm(a, c, d, EPS), (x, w, b))
+    else:
+        assert torch.autograd.gradcheck(lambda a: oink.layernorm(a, None, None, EPS), (x,))
+    # The statistics are outputs too: their gradients reach x.
+    assert torch.autograd.gradcheck(lambda a: oink.layernorm_forward(a, w, b, EPS)[1:], (x,))
+
+
+def test_gradcheck_padded_rows(gen):
+    x = padded_rows(6, 40, torch.float64, "cpu", pad=3, generator=gen).requires_grad_()
+    w = torch.randn(40, generator=gen, dtype=torch.float64).requires_grad_()
+    assert torch.autograd.gradcheck(lambda a, c: oink.layernorm(a, c, None, EPS), (x, w))
+
+
+def test_weight_and_bias_grads_are_deterministic_across_thread_counts(gen):
+    x, w, b = make(3000, 512, torch.bfloat16, torch.float32, gen)
+    dy = torch.randn(3000, 512, generator=gen).to(torch.bfloat16)
+    _, mean, rstd = oink.layernorm_forward(x, w, b, EPS)
+    threads = torch.get_num_threads()
+    results = []
+    try:
+        for t in (1, 2, 3):
+            torch.set_num_threads(t)
+            results.append(oink.layernorm_backward(dy, x, w, b, mean, rstd))
+    finally:
+        torch.set_num_threads(threads)
+    for got in results[1:]:
+        assert all(torch.equal(a, e) for a, e in zip(got, results[0], strict=True))
+
+
+def test_empty_batch_gives_zero_grads():
+    x, w, b = torch.empty(0, 64), torch.ones(64), torch.zeros(64)
+    _, mean, rstd = oink.layernorm_forward(x, w, b, EPS)
+    dx, dw, db = oink.layernorm_backward(torch.empty(0, 64), x, w, b, mean, rstd)
+    assert dx.shape == (0, 64) and torch.equal(dw, torch.zeros(64)) and torch.equal(db, dw)
+
+
+def test_autograd_and_compile_match(gen):
+    def loss(x, w, b):
+        return oink.layernorm(x, w, b, EPS).square().sum()
+
+    x = torch.randn(16, 128, generator=gen).requires_grad_()
+    w = torch.randn(128, generator=gen).requires_grad_()
+    b = torch.randn(128, generator=gen).requires_grad_()
+    torch.compile(loss, fullgraph=True)(x, w, b).backward()
+    compiled = [t.grad.clone() for t in (x, w, b)]
+    x.grad = w.grad = b.grad = None
+    loss(x, w, b).backward()
+    assert all(torch.equal(c, t.grad) for c, t in zip(compiled, (x, w, b), strict=True))
+    x2, w2, b2 = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    F.layer_norm(x2, (128,), w2, b2, EPS).square().sum().backward()
+    for mine, theirs in zip((x, w, b), (x2, w2, b2), strict=True):
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_opcheck(gen):
+    x = torch.randn(5, 64, generator=gen, dtype=torch.float64).requires_grad_()
+    w = torch.randn(64, generator=gen, dtype=torch.float64).requires_grad_()
+    b = torch.randn(64, generator=gen, dtype=torch.float64).requires_grad_()
+    opcheck(torch.ops.oink.layernorm.default, (x.detach(), w.detach(), b.detach(), EPS))
+    opcheck(torch.ops.oink.layernorm_forward.default, (x, w, b, EPS))
+    _, mean, rstd = oink.layernorm_forward(x.detach(), w.detach(), b.detach(), EPS)
+    dy = torch.randn(5, 64, generator=gen, dtype=torch.float64)
+    args = (dy, x.detach(), w.detach(), b.detach(), mean, rstd)
+    opcheck(torch.ops.oink.layernorm_backward.default, args)
+    opcheck(torch.ops.oink.layernorm_backward.default, (dy, x.detach(), None, None, mean, rstd))
+
+
+def expect_error(fn, *args, arg, expected):
+    with pytest.raises((ValueError, RuntimeError)) as info:
+        fn(*args)
+    text = str(info.value)
+    assert f"'{arg}'" in text, text
+    assert expected in text, text
+
+
+def test_bad_inputs_name_the_argument(gen):
+    x, w, b = make(4, 64, torch.float32, torch.float32, gen)
+    expect_error(oink.layernorm, x, w, torch.randn(63), EPS, arg="bias", expected="N=64")
+    expect_error(oink.layernorm, x, w, torch.ones(64, dtype=torch.int32), EPS, arg="bias",
+                 expected="float16, bfloat16 or float32")  # fmt: skip
+    expect_error(oink.layernorm, x, w, b, -1.0, arg="eps", expected=">= 0")
+    _, mean, rstd = oink.layernorm_forward(x, w, b, EPS)
+    dy = torch.randn(4, 64, generator=gen)
+    back = oink.layernorm_backward
+    expect_error(back, dy, x, w, b, mean[:2], rstd, arg="mean", expected="x.shape[:-1]")
+    expect_error(back, dy, x, w, b, mean, rstd.double(), arg="rstd", expected="float32")
+    expect_error(back, dy[:, :32], x, w, b, mean, rstd, arg="dy", expected="x's shape")
+
+
+def test_errors_name_layernorm():
+    with pytest.raises(ValueError, match="oink.layernorm: argument 'x'"):
+        oink.layernorm(torch.ones(4, 8, dtype=torch.int32))
+
+
+@requires_cuda
+def test_cuda_says_cpu_only():
+    with pytest.raises(RuntimeError, match="CPU only"):
+        oink.layernorm(torch.randn(4, 64, device="cuda"))
