@@ -28,6 +28,15 @@ def _refuse(op: str, names: list[str], why: str) -> None:
     )
 
 
+def _dense(dy):
+    """The upstream gradient as the kernels read rows: dense, its last dimension contiguous
+    (sum().backward() hands an expanded tensor of zero strides, which an empty tensor keeps
+    through .contiguous())."""
+    if dy.is_contiguous() and dy.numel() > 0:
+        return dy
+    return dy.clone(memory_format=torch.contiguous_format)
+
+
 # --- rmsnorm: differentiable on the CPU -------------------------------------------------------
 
 
@@ -41,9 +50,7 @@ def _rmsnorm_forward_backward(ctx, dy, drstd):
     x, weight, rstd = ctx.saved_tensors
     dx = dweight = None
     if dy is not None:
-        # The upstream gradient as the kernel reads rows: a contiguous last dimension, rows that
-        # do not share memory (sum().backward() hands an expanded tensor of zero strides).
-        dx, dweight = torch.ops.oink.rmsnorm_backward.default(dy.contiguous(), x, weight, rstd)
+        dx, dweight = torch.ops.oink.rmsnorm_backward.default(_dense(dy), x, weight, rstd)
     if drstd is not None:
         # rstd = (mean(x^2) + eps)^(-1/2): d rstd / dx = -rstd^3 * x / N.
         wide = x.to(rstd.dtype)
@@ -92,7 +99,7 @@ def _layernorm_forward_backward(ctx, dy, dmean, drstd):
     dx = dweight = dbias = None
     if dy is not None:
         dx, dweight, dbias = torch.ops.oink.layernorm_backward.default(
-            dy.contiguous(), x, weight, bias, mean, rstd
+            _dense(dy), x, weight, bias, mean, rstd
         )
     if dmean is not None or drstd is not None:
         # mean = sum(x) / N: d mean / dx = 1 / N; rstd = (var + eps)^(-1/2):

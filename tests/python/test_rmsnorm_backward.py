@@ -178,3 +178,18 @@ def test_cuda_says_cpu_only():
         oink.rmsnorm_forward(x, None, EPS)
     with pytest.raises(RuntimeError, match="no CUDA backward kernel"):
         oink.rmsnorm(x.requires_grad_(), None, EPS)
+
+
+@pytest.mark.parametrize("shape", [(0, 16), (3, 0), (16,)], ids=str)
+def test_backward_of_empty_and_one_d_inputs(shape, gen):
+    """sum().backward() hands an expanded gradient (zero strides, kept by empty tensors): the
+    formula densifies it; an empty batch gives a zero weight gradient; 1-D x has a 0-d rstd."""
+    x = torch.randn(*shape, generator=gen).requires_grad_()
+    w = torch.randn(shape[-1], generator=gen).requires_grad_()
+    for op in (oink.rmsnorm, lambda a, b: oink.layernorm(a, b, None)):
+        x.grad = w.grad = None
+        op(x, w).sum().backward()
+        assert x.grad.shape == x.shape and w.grad.shape == w.shape
+        if x.numel() == 0:
+            assert torch.equal(w.grad, torch.zeros_like(w))
+    assert oink.rmsnorm_forward(x.detach())[1].shape == shape[:-1]
