@@ -148,7 +148,8 @@ void fused_add_rms_norm(Tensor x, Tensor residual, std::optional<Tensor> weight,
 std::tuple<Tensor, Tensor> rmsnorm_forward(Tensor x, std::optional<Tensor> weight, double eps) {
   require_cpu_for("rmsnorm_forward", x);
   RowView x_rows;
-  NormProblem problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps, &x_rows);
+  NormProblem problem =
+      check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps, &x_rows, "rmsnorm_forward");
   Tensor out = output_for(x, x_rows);
   check_out(problem, "rmsnorm_forward", x, x_rows, out);
   Tensor rstd = per_row_for(x, problem.x_dtype);
@@ -176,7 +177,8 @@ std::tuple<Tensor, std::optional<Tensor>> rmsnorm_backward(Tensor dy, Tensor x,
   std::optional<Tensor> dweight;
   std::vector<double> partials;
   const int64_t block_rows = weight_grad_block_rows(p.rows);
-  const int64_t blocks = (p.rows + block_rows - 1) / block_rows;
+  // At least one block: with no rows its zero partials give a zero dweight.
+  const int64_t blocks = std::max<int64_t>(1, (p.rows + block_rows - 1) / block_rows);
   if (weight) {
     dweight = empty_strided_like(*weight, weight->sizes().data(), weight->strides().data());
     partials.assign(static_cast<size_t>(blocks * p.cols), 0.0);
@@ -194,10 +196,8 @@ std::tuple<Tensor, std::optional<Tensor>> rmsnorm_backward(Tensor dy, Tensor x,
     });
   }
   if (dweight && p.cols > 0) {
-    if (p.rows == 0) partials.assign(static_cast<size_t>(p.cols), 0.0);
-    const int64_t summed = p.rows == 0 ? 1 : blocks;
     torch::stable::parallel_for(0, p.cols, 4096, [&](int64_t begin, int64_t end) {
-      reduce_partials_cpu(p.w_dtype, partials.data(), summed, p.cols, dweight->data_ptr(), begin,
+      reduce_partials_cpu(p.w_dtype, partials.data(), blocks, p.cols, dweight->data_ptr(), begin,
                           end);
     });
   }
