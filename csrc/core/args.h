@@ -10,8 +10,9 @@ struct NormArgs {
   void* residual = nullptr;      // [M, N], row stride problem.ld_residual; fused op only
   const void* weight = nullptr;  // [N] contiguous, or nullptr for no scaling
   float eps = 0.f;
-  void* rstd = nullptr;  // [M] 1/rms per row (float32; float64 for float64 rows), or nullptr;
-                         // CPU kernels only (rmsnorm_forward)
+  // [M] 1/rms per row (float32; float64 for float64 rows, CPU only), or nullptr: rmsnorm_forward
+  // (NormProblem::saves_rstd)
+  void* rstd = nullptr;
 };
 
 }  // namespace oink

@@ -310,6 +310,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
 }
 
 std::string plan_violation(const NormPlan& plan, const NormProblem& p, const DeviceInfo& device) {
+  if (p.saves_rstd && p.op != NormOp::kRmsNorm) return "only rmsnorm saves rstd (rmsnorm_forward)";
   if (plan.chunk_elems * dtype_size(p.x_dtype) != 16) return "chunk is not 16 bytes";
   if (plan.chunks_per_row * plan.chunk_elems < p.cols) return "chunks do not cover the row";
   if (plan.variant == KernelVariant::kCpu) {

@@ -27,6 +27,9 @@ struct NormProblem {
   DType x_dtype = DType::kBFloat16;  // also the dtype of out and residual
   DType w_dtype = DType::kBFloat16;  // ignored when has_weight is false
   bool has_weight = true;
+  // rmsnorm_forward: rmsnorm that also writes each row's rstd (NormArgs::rstd). Same plan, same
+  // bits in out.
+  bool saves_rstd = false;
   int64_t rows = 0;  // M
   int64_t cols = 0;  // N
   // The leading dimensions of x, out (rmsnorm) and residual (fused op), coalesced together, and
@@ -84,6 +87,7 @@ inline int pointer_alignment(const void* address) {
 struct NormBackwardProblem {
   NormProblem rows;
   RowStrides dy_strides, dx_strides;
+  int dy_align = 256, dx_align = 256;  // as NormProblem's alignments
 };
 
 }  // namespace oink

@@ -9,9 +9,6 @@ namespace {
 
 using cpu::HostElem;
 
-constexpr int64_t kMinWeightGradBlockRows = 32;
-constexpr int64_t kMaxWeightGradBlocks = 256;
-
 // y = x * r * w with r = 1 / sqrt(mean(x^2) + eps), so for g = dy * w:
 //   dx = r * g - x * r^3 * sum(g * x) / N,   dweight = sum over rows of dy * x * r.
 // Every product and sum in float64, each output rounded once.
@@ -57,11 +54,6 @@ OINK_INLINE void reduce_kernel(const double* partials, int64_t blocks, int64_t n
 }
 
 }  // namespace
-
-int64_t weight_grad_block_rows(int64_t rows) {
-  return std::max(kMinWeightGradBlockRows,
-                  (rows + kMaxWeightGradBlocks - 1) / kMaxWeightGradBlocks);
-}
 
 OINK_CPU_CLONES void norm_backward_block_cpu(const NormBackwardProblem& bp,
                                              const NormBackwardArgs& a, int64_t block) {

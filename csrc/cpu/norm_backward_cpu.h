@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/backward_plan.h"
 #include "core/problem.h"
 #include "core/rows.h"
 
@@ -18,9 +19,6 @@ struct NormBackwardArgs {
   void* dx = nullptr;
   double* dweight_partials = nullptr;  // [blocks][N], or nullptr without a weight
 };
-
-// Rows per dweight partial: a function of M alone (at most kMaxWeightGradBlocks blocks).
-int64_t weight_grad_block_rows(int64_t rows);
 
 // Calls f(row, x, dy, dx) for the rows of block `block` (weight_grad_block_rows rows each), with
 // the row's elements of x, dy and dx (element type XS).

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/args.h"
+#include "core/backward_plan.h"
 #include "core/plan.h"
 #include "core/problem.h"
 
@@ -23,6 +24,22 @@ cudaError_t kernel_image(const NormPlan& plan, const NormProblem& problem, int d
 // tools plan with. Throws std::runtime_error when the device has no image.
 NormPlan plan_on_device(const NormProblem& problem, const DeviceInfo& info, int device,
                         const LaunchOptions& options = {});
+
+// rmsnorm_backward's pointers (sizes and strides: NormBackwardProblem).
+struct BackwardArgs {
+  const void* dy = nullptr;
+  const void* x = nullptr;
+  const void* weight = nullptr;  // [N] or nullptr
+  const float* rstd = nullptr;   // [M], rmsnorm_forward's
+  void* dx = nullptr;
+  void* partials = nullptr;  // backward_partials_bytes(plan, problem) of scratch (with a weight)
+  void* dweight = nullptr;   // [N] of the weight's dtype, or nullptr without a weight
+};
+
+// Launches rmsnorm_backward's two kernels (the rows, then the weight gradient's partials) on
+// `stream`. Returns the first launch error; never synchronises.
+cudaError_t launch_rmsnorm_backward(const BackwardPlan& plan, const NormBackwardProblem& problem,
+                                    const BackwardArgs& args, cudaStream_t stream);
 
 // Capability, SM count and limits of CUDA device `index`, read once per device and cached.
 DeviceInfo cuda_device_info(int index);

@@ -76,7 +76,9 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, O
   device::cluster_sync();  // every slice's sum is in every CTA's slice_sums
   Acc total = 0;
   for (int k = 0; k < slices; ++k) total += slice_sums[k];
-  thread.store(Row::inv_rms(total, p));
+  const Acc rstd = Row::inv_rms(total, p);
+  Row::save_rstd(p, row, slice == 0 && t == 0, rstd);
+  thread.store(rstd);
 }
 
 }  // namespace oink

@@ -42,6 +42,7 @@ struct KernelParams {
   int chunks_per_thread;  // streamed kernel: slots per thread and stream
   int stages;             // streamed kernel: rows (or row groups) in flight per CTA
   double inv_cols_d;      // 1/N in float64, for float32 rows (see NormRow::Acc)
+  float* rstd;            // [M] 1/rms per row, logical row order: ops with kSavesRstd only
   // Rows over 2-4 leading dimensions: the divisors of the inner sizes (row_index.count is
   // row_dims), and every dimension's strides (index 0 repeats the steps above).
   RowIndexer row_index;
@@ -175,6 +176,14 @@ struct NormRow {
       return rsqrt(sum_sq * p.inv_cols_d + static_cast<double>(p.eps));
     } else {
       return __frsqrt_rn(sum_sq * p.inv_cols + p.eps);
+    }
+  }
+
+  // rmsnorm_forward: row `row`'s rstd, rounded once to float32, by the one thread per row that
+  // `writer` names. Nothing for the other ops (compiled out).
+  __device__ static void save_rstd(const KernelParams& p, int64_t row, bool writer, Acc rstd) {
+    if constexpr (Op::kSavesRstd) {
+      if (writer) p.rstd[row] = static_cast<float>(rstd);
     }
   }
 

@@ -120,6 +120,7 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
     }
     const Acc rstd =
         Row::inv_rms(device::row_reduce<typename Row::Statistic>(acc, tpr, warp_sums), p);
+    Row::save_rstd(p, row, active && lane == 0, rstd);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       if (mine[i]) {
@@ -175,6 +176,7 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
           acc, tpr, slice % 2 == 0 ? warp_sums : more_warp_sums);
     }
     const Acc rstd = Row::inv_rms(total, p);
+    Row::save_rstd(p, row, active && lane == 0, rstd);
     if (active) {
       const T* src = kAddsResidual ? r.res : r.x;
       for (int64_t base = lane; base < chunks; base += int64_t{kStoreBatch} * tpr) {

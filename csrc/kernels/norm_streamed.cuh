@@ -41,14 +41,16 @@ __device__ __forceinline__ V read_slots(const uint4* slot, int stride) {
 //   weight [cpt][pieces of Vec<float, kElems>]  (loaded and converted to float once per CTA:
 //                                               the same columns every row)
 //   stage  [stages][cpt]
+// Op: RmsNormOp or RmsNormSavingRstdOp (rmsnorm only: see op_streams() in core/plan.cpp).
 // kChunks: the instantiation's capacity (1 or 2), the plan's cpt.
 // Vector I/O only (the plan guarantees aligned 16-byte chunks).
 // Registers: 64 per thread (at 32, to keep 2048 threads resident, the compiler recomputed
 // addresses every row and the kernel was issue-bound); the planner keeps at most
 // kStreamedThreadsPerSm (1024) of these threads on an SM.
-template <typename T, typename W, int kChunks>
+template <typename T, typename W, typename Op, int kChunks>
 __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(const KernelParams p) {
-  using Row = NormRow<T, W, RmsNormOp, /*kVector=*/true>;
+  static_assert(!Op::kAddsResidual, "the streamed schedule runs rmsnorm only");
+  using Row = NormRow<T, W, Op, /*kVector=*/true>;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;
   using WVec = typename Row::WVec;
@@ -145,6 +147,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
     }
     const Acc rstd =
         Row::inv_rms(device::row_reduce<typename Row::Statistic>(acc, tpr, warp_sums[parity]), p);
+    Row::save_rstd(p, row, active && lane == 0, rstd);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       if (active && i < own) {

@@ -232,7 +232,9 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, Op>))
                 active, slots);
   begin_pdl<W, true>(p);
   thread.issue();
-  thread.store(Thread::Row::inv_rms(thread.slice_sum(warp_sums), p));
+  const Acc rstd = Thread::Row::inv_rms(thread.slice_sum(warp_sums), p);
+  Thread::Row::save_rstd(p, row, active && (threadIdx.x & (threads - 1)) == 0, rstd);
+  thread.store(rstd);
 }
 
 }  // namespace oink

@@ -122,9 +122,9 @@ SelectedKernel select_variant(const NormPlan& plan) {
       if constexpr (kVector && !Op::kAddsResidual) {  // never planned otherwise (plan_violation)
         switch (plan.chunks_per_thread) {
           case 1:
-            return smem_kernel<norm_streamed_kernel<T, W, 1>>();
+            return smem_kernel<norm_streamed_kernel<T, W, Op, 1>>();
           case 2:
-            return smem_kernel<norm_streamed_kernel<T, W, 2>>();
+            return smem_kernel<norm_streamed_kernel<T, W, Op, 2>>();
         }
       }
       break;
@@ -149,6 +149,10 @@ SelectedKernel select_op(const NormPlan& plan, const NormProblem& problem) {
   if (problem.op == NormOp::kFusedAddRmsNorm) {
     return plan.vector_io ? select_variant<T, W, FusedAddRmsNormOp, true>(plan)
                           : select_variant<T, W, FusedAddRmsNormOp, false>(plan);
+  }
+  if (problem.saves_rstd) {  // rmsnorm_forward
+    return plan.vector_io ? select_variant<T, W, RmsNormSavingRstdOp, true>(plan)
+                          : select_variant<T, W, RmsNormSavingRstdOp, false>(plan);
   }
   return plan.vector_io ? select_variant<T, W, RmsNormOp, true>(plan)
                         : select_variant<T, W, RmsNormOp, false>(plan);
@@ -211,6 +215,7 @@ KernelParams kernel_params(const NormPlan& plan, const NormProblem& problem, con
   params.eps = args.eps;
   params.inv_cols_d = 1.0 / static_cast<double>(problem.cols);
   params.use_pdl = plan.use_pdl;
+  params.rstd = static_cast<float*>(args.rstd);
   return params;
 }
 

@@ -14,8 +14,17 @@ namespace oink {
 struct RmsNormOp {
   static constexpr bool kAddsResidual = false;
   static constexpr int kStreams = 1;  // row streams loaded: x
+  // Writes each row's rstd (float32) to KernelParams::rstd: rmsnorm_forward, for the backward
+  // pass. A type of its own, not a flag read at run time: the inference ops' kernels carry no
+  // trace of it (a decode call's parameter reads are on its critical path, norm_row.cuh).
+  static constexpr bool kSavesRstd = false;
   template <typename Acc>
   using Statistic = device::Sum<Acc>;  // of the squares
+};
+
+// rmsnorm that also saves rstd per row (oink::rmsnorm_forward): the same bits in `out`.
+struct RmsNormSavingRstdOp : RmsNormOp {
+  static constexpr bool kSavesRstd = true;
 };
 
 // vLLM's fused_add_rms_norm, in place: residual <- x + residual (rounded to x's type), then
@@ -23,6 +32,7 @@ struct RmsNormOp {
 struct FusedAddRmsNormOp {
   static constexpr bool kAddsResidual = true;
   static constexpr int kStreams = 2;  // row streams loaded: x and the residual
+  static constexpr bool kSavesRstd = false;
   template <typename Acc>
   using Statistic = device::Sum<Acc>;
 };

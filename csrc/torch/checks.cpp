@@ -14,12 +14,6 @@ using torch::headeronly::ScalarType;
 
 constexpr int64_t kMaxRows = 0x7fffffff;
 
-std::string shape_of(const Tensor& t) {
-  std::string s = "[";
-  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
-  return s + "]";
-}
-
 std::string strides_of(const Tensor& t) {
   std::string s = "(";
   for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.stride(d));
@@ -124,6 +118,12 @@ void set_joint_rows(NormProblem& p, const char* op, const char* arg, const Tenso
 }
 
 }  // namespace
+
+std::string shape_of(const Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+  return s + "]";
+}
 
 NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Tensor>& weight,
                               const Tensor* residual, double eps, RowView* x_rows,

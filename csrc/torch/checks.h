@@ -5,6 +5,7 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include <optional>
+#include <string>
 
 #include "core/problem.h"
 #include "core/rows.h"
@@ -12,6 +13,9 @@
 namespace oink {
 
 using torch::stable::Tensor;
+
+// "[4, 4096]": a tensor's shape as messages print it.
+std::string shape_of(const Tensor& t);
 
 // Checks x (and, for the fused op, residual), weight and eps; returns the problem the planner
 // sees, and x's own row view in `x_rows` when given. For rmsnorm the output is not known yet:

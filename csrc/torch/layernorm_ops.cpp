@@ -90,8 +90,7 @@ std::tuple<Tensor, std::optional<Tensor>, std::optional<Tensor>> layernorm_backw
   Tensor dx = output_for(x, x_rows);
   set_backward_rows(op, bp, x, dy, dx);
 
-  const int64_t block_rows = weight_grad_block_rows(p.rows);
-  const int64_t blocks = std::max<int64_t>(1, (p.rows + block_rows - 1) / block_rows);
+  const int64_t blocks = weight_grad_blocks(p.rows);  // one block of zero partials at M=0
   const std::vector<double> w = widened(weight, p.w_dtype, p.cols);
   std::vector<double> dw_partials, db_partials;
   std::optional<Tensor> dweight, dbias;

@@ -144,12 +144,14 @@ void fused_add_rms_norm(Tensor x, Tensor residual, std::optional<Tensor> weight,
   run("fused_add_rms_norm", problem, args, x);
 }
 
-// rmsnorm, also returning 1/rms per row (the backward pass's saved statistic).
+// rmsnorm, also returning 1/rms per row (the backward pass's saved statistic): the same plan and
+// the same bits in out as rmsnorm's.
 std::tuple<Tensor, Tensor> rmsnorm_forward(Tensor x, std::optional<Tensor> weight, double eps) {
-  require_cpu_for("rmsnorm_forward", x);
+  require_kernels_for("rmsnorm_forward", x);
   RowView x_rows;
   NormProblem problem =
       check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps, &x_rows, "rmsnorm_forward");
+  problem.saves_rstd = true;
   Tensor out = output_for(x, x_rows);
   check_out(problem, "rmsnorm_forward", x, x_rows, out);
   Tensor rstd = per_row_for(x, problem.x_dtype);
@@ -159,26 +161,79 @@ std::tuple<Tensor, Tensor> rmsnorm_forward(Tensor x, std::optional<Tensor> weigh
   return {out, rstd};
 }
 
+using BackwardResult = std::tuple<Tensor, std::optional<Tensor>>;
+
+#ifdef OINK_WITH_CUDA
+// The CUDA path of rmsnorm_backward (core/backward_plan.h, kernels/norm_backward.cuh): dx, and
+// dweight from per-block partials (a scratch tensor) added in block order by a second kernel.
+BackwardResult rmsnorm_backward_cuda(const char* op, Tensor dy, Tensor x,
+                                     const std::optional<Tensor>& weight, const Tensor& rstd,
+                                     NormBackwardProblem bp, const RowView& x_rows) {
+  const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
+  Tensor dx = output_for(x, x_rows);
+  set_backward_rows(op, bp, x, dy, dx);
+  bp.dy_align = pointer_alignment(dy.data_ptr());
+  bp.dx_align = pointer_alignment(dx.data_ptr());
+  if (backward_wants_dense_rows(bp)) {  // long unaligned rows: aligned dense copies
+    x = torch::stable::contiguous(x);
+    dy = torch::stable::contiguous(dy);
+    dx = torch::stable::empty_like(x);  // contiguous, as x now is
+    set_backward_rows(op, bp, x, dy, dx);
+    bp.rows.x_align = pointer_alignment(x.data_ptr());
+    bp.dy_align = pointer_alignment(dy.data_ptr());
+    bp.dx_align = pointer_alignment(dx.data_ptr());
+  }
+  if (const auto why = backward_unsupported(bp)) {
+    throw ArgError(op, "x", "rows the CUDA backward kernel takes: " + *why, "shape " + shape_of(x));
+  }
+  const BackwardPlan plan = make_backward_plan(bp);
+  std::optional<Tensor> dweight, partials;
+  if (weight) {
+    dweight = empty_strided_like(*weight, weight->sizes().data(), weight->strides().data());
+    const int64_t bytes = backward_partials_bytes(plan, bp);
+    const int64_t stride = 1;
+    partials = empty_on(x, aoti_torch_dtype_uint8(), 1, &bytes, &stride);
+  }
+  BackwardArgs args;
+  args.dy = dy.data_ptr();
+  args.x = x.data_ptr();
+  args.weight = weight ? weight->data_ptr() : nullptr;
+  args.rstd = static_cast<const float*>(rstd.data_ptr());
+  args.dx = dx.data_ptr();
+  args.partials = partials ? partials->data_ptr() : nullptr;
+  args.dweight = dweight ? dweight->data_ptr() : nullptr;
+  void* stream = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(x.get_device_index(), &stream));
+  const cudaError_t err =
+      launch_rmsnorm_backward(plan, bp, args, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // leave no error pending for the caller's next CUDA call
+    throw std::runtime_error(std::string("oink.") + op +
+                             ": kernel launch failed: " + cudaGetErrorString(err));
+  }
+  return {dx, dweight};
+}
+#endif
+
 // (dx, dweight) of y = rmsnorm(x, weight) for the upstream gradient dy, from rmsnorm_forward's
-// rstd. dweight (the weight's dtype, None without a weight) is summed in a fixed order: the same
-// bits on every run and at every thread count.
-std::tuple<Tensor, std::optional<Tensor>> rmsnorm_backward(Tensor dy, Tensor x,
-                                                           std::optional<Tensor> weight,
-                                                           Tensor rstd) {
+// rstd. dweight (the weight's dtype, None without a weight) is summed in a fixed order
+// (core/backward_plan.h): the same bits on every run and at every thread count.
+BackwardResult rmsnorm_backward(Tensor dy, Tensor x, std::optional<Tensor> weight, Tensor rstd) {
   const char* op = "rmsnorm_backward";
-  require_cpu_for(op, x);
+  require_kernels_for(op, x);
   RowView x_rows;
   NormBackwardProblem bp = check_norm_backward_inputs(op, NormOp::kRmsNorm, dy, x, weight, &x_rows);
   const NormProblem& p = bp.rows;
   check_per_row(op, "rstd", x, p.x_dtype, rstd);
+#ifdef OINK_WITH_CUDA
+  if (x.is_cuda()) return rmsnorm_backward_cuda(op, dy, x, weight, rstd, bp, x_rows);
+#endif
   Tensor dx = output_for(x, x_rows);
   set_backward_rows(op, bp, x, dy, dx);
 
   std::optional<Tensor> dweight;
   std::vector<double> partials;
-  const int64_t block_rows = weight_grad_block_rows(p.rows);
-  // At least one block: with no rows its zero partials give a zero dweight.
-  const int64_t blocks = std::max<int64_t>(1, (p.rows + block_rows - 1) / block_rows);
+  const int64_t blocks = weight_grad_blocks(p.rows);  // one block of zero partials at M=0
   if (weight) {
     dweight = empty_strided_like(*weight, weight->sizes().data(), weight->strides().data());
     partials.assign(static_cast<size_t>(blocks * p.cols), 0.0);

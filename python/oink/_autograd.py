@@ -1,7 +1,7 @@
-"""Gradients: oink.rmsnorm and oink.layernorm differentiate through their _forward and
-_backward ops (CPU in this version); every call without a backward kernel raises on inputs that
-require grad, with grad mode on, instead of returning outputs whose gradients would be silently
-None.
+"""Gradients: oink.rmsnorm (CPU and CUDA) and oink.layernorm (CPU in this version) differentiate
+through their _forward and _backward ops; every call without a backward kernel raises on inputs
+that require grad, with grad mode on, instead of returning outputs whose gradients would be
+silently None.
 
 The guard is registered at the dispatcher's Autograd key, so torch.ops.oink.* behaves like the
 wrappers. Under torch.inference_mode() (vLLM) the key is skipped and this costs nothing;
@@ -37,7 +37,7 @@ def _dense(dy):
     return dy.clone(memory_format=torch.contiguous_format)
 
 
-# --- rmsnorm: differentiable on the CPU -------------------------------------------------------
+# --- rmsnorm: differentiable on the CPU and on CUDA ------------------------------------------
 
 
 def _rmsnorm_forward_setup(ctx, inputs, output):
@@ -78,8 +78,6 @@ def _refuse_rmsnorm_backward(keyset, dy, x, weight, rstd):
 def _rmsnorm(keyset, x, weight, eps):
     names = _needing_grad((("x", x), ("weight", weight)))
     if names:
-        if x.is_cuda:
-            _refuse("rmsnorm", names, "oink has no CUDA backward kernel yet (the CPU has one)")
         # Through the op that also returns rstd, whose autograd formula is registered above.
         return torch.ops.oink.rmsnorm_forward.default(x, weight, eps)[0]
     return torch.ops.oink.rmsnorm.default.redispatch(keyset & _BELOW_AUTOGRAD, x, weight, eps)

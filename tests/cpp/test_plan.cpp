@@ -607,6 +607,25 @@ struct Broken {
   const char* mentions = "";  // a word the reason must contain
 };
 
+// rmsnorm_forward is rmsnorm that also writes rstd: the same plan at every shape (so the same
+// bits in out); no other op saves it.
+TEST(MakePlan, SavingRstdChangesNoPlanAndOnlyRmsNormSavesIt) {
+  for (const int64_t n : {64, 4096, 16384, 131072}) {
+    for (const int64_t m : {1, 1024, 65536}) {
+      NormProblem p = bf16(n, m);
+      NormProblem saving = p;
+      saving.saves_rstd = true;
+      const NormPlan plan = make_plan(saving, hopper());
+      EXPECT_EQ(describe(plan, saving, hopper()), describe(make_plan(p, hopper()), p, hopper()));
+      EXPECT_EQ(plan_violation(plan, saving, hopper()), "");
+    }
+  }
+  NormProblem fused = fused_bf16(4096, 17);
+  const NormPlan plan = make_plan(fused, hopper());
+  fused.saves_rstd = true;
+  EXPECT_NE(plan_violation(plan, fused, hopper()).find("rstd"), std::string::npos);
+}
+
 TEST(PlanViolation, CatchesBrokenPlans) {
   const DeviceInfo gpu = hopper(), cpu{};
   const Broken cases[] = {

@@ -1,5 +1,5 @@
-"""RMSNorm's backward pass (CPU in this version): rmsnorm_forward's rstd, rmsnorm_backward's dx
-and dweight against float64, gradcheck, autograd through oink.rmsnorm, torch.compile, opcheck,
+"""RMSNorm's backward pass (CPU and CUDA): rmsnorm_forward's rstd, rmsnorm_backward's dx and
+dweight against float64, gradcheck, autograd through oink.rmsnorm, torch.compile, opcheck,
 the determinism of dweight, and the errors."""
 
 import pytest
@@ -9,7 +9,7 @@ from torch.library import opcheck
 import oink
 from oink.testing import padded_rows, ulp
 
-from conftest import requires_cuda
+from conftest import DEVICES, requires_cuda
 
 EPS = 1e-6
 
@@ -50,38 +50,157 @@ def test_gradcheck_padded_rows(gen):
     assert torch.autograd.gradcheck(lambda a, b: oink.rmsnorm(a, b, EPS), (x, w))
 
 
-@pytest.mark.parametrize(
-    "dtype,wdtype",
-    [
-        (torch.bfloat16, torch.bfloat16),
-        (torch.float16, torch.float16),
-        (torch.float32, torch.float32),
-        (torch.bfloat16, torch.float32),
-    ],
-    ids=lambda d: str(d).removeprefix("torch."),
-)
-@pytest.mark.parametrize("n", [64, 1000, 4096])
-def test_backward_against_float64(dtype, wdtype, n, gen):
-    m = 37
-    x = (torch.randn(m, n, generator=gen) * 3).to(dtype)
-    w = (1 + 0.5 * torch.randn(n, generator=gen)).to(wdtype)
-    dy = torch.randn(m, n, generator=gen).to(dtype)
-    y, rstd = oink.rmsnorm_forward(x, w, EPS)
-    assert torch.equal(y, oink.rmsnorm(x, w, EPS))  # the same forward, bit for bit
-    assert rstd.dtype == torch.float32 and rstd.shape == (m,)
-    exact = torch.rsqrt(x.double().pow(2).mean(-1) + EPS)
+def check_against_float64(x, w, dy, eps=EPS):
+    """rmsnorm_forward's out and rstd, and rmsnorm_backward's dx and dweight, against float64:
+    one rounding of the exact result, plus the saved rstd's rounding carried to every term, plus
+    the sums' rounding where they run in float32 (CUDA's 16-bit rows: a lane's chunks, the tree,
+    and for dweight a block's rows then the blocks, each term once)."""
+    dtype, n = x.dtype, x.shape[-1]
+    y, rstd = oink.rmsnorm_forward(x, w, eps)
+    assert torch.equal(y, oink.rmsnorm(x, w, eps))  # the same forward, bit for bit
+    assert rstd.dtype == torch.float32 and rstd.shape == x.shape[:-1]
+    exact = torch.rsqrt(x.double().pow(2).mean(-1) + eps)
     assert ((rstd.double() - exact).abs() <= ulp(exact, torch.float32)).all()
 
     dx, dw = oink.rmsnorm_backward(dy, x, w, rstd)
-    assert dx.dtype == dtype and dx.shape == x.shape and dw.dtype == wdtype
-    ref_dx, ref_dw = reference_grads(dy, x, w)
+    assert dx.dtype == dtype and dx.shape == x.shape and dx.device == x.device
+    ref_dx, ref_dw = reference_grads(dy, x, w, eps)
     r = exact.unsqueeze(-1)
-    g, xd = dy.double() * w.double(), x.double()
+    wd = torch.ones(n, dtype=torch.float64, device=x.device) if w is None else w.double()
+    g, xd = dy.double() * wd, x.double()
     c = r**3 * (g * xd).sum(-1, keepdim=True) / n
     scale_dx = (r * g).abs() + (c * xd).abs()
-    assert ((dx.double() - ref_dx).abs() <= grad_bound(ref_dx, scale_dx, dtype, rstd.dtype)).all()
-    scale_dw = (dy.double() * x.double() * r).abs().sum(0)
-    assert ((dw.double() - ref_dw).abs() <= grad_bound(ref_dw, scale_dw, wdtype, rstd.dtype)).all()
+    float_sums = x.is_cuda and dtype != torch.float32
+    acc = 2.0**-24 if float_sums else 2.0**-52
+    # The dot product's rounding reaches dx through c (at most 32 terms a lane, a 10-level tree).
+    dot_error = 64 * acc * r**3 * (g * xd).abs().sum(-1, keepdim=True) / n * xd.abs()
+    bound_dx = grad_bound(ref_dx, scale_dx, dtype, rstd.dtype) + 4 * acc * scale_dx + dot_error
+    assert ((dx.double() - ref_dx).abs() <= bound_dx).all()
+    if w is None:
+        assert dw is None
+        return
+    assert dw.dtype == w.dtype and dw.shape == w.shape
+    m = x.numel() // n
+    block_rows = max(32, -(-m // 256))
+    scale_dw = (dy.double() * xd * r).abs().reshape(-1, n).sum(0)
+    bound_dw = grad_bound(ref_dw, scale_dw, w.dtype, rstd.dtype)
+    bound_dw = bound_dw + (block_rows + 256 + 4) * acc * scale_dw
+    assert ((dw.double() - ref_dw).abs() <= bound_dw).all()
+
+
+COMBOS = [
+    (torch.bfloat16, torch.bfloat16),
+    (torch.float16, torch.float16),
+    (torch.float32, torch.float32),
+    (torch.bfloat16, torch.float32),
+    (torch.float16, None),
+]
+
+
+def combo_ids(combo):
+    return "-".join(str(d).removeprefix("torch.") for d in combo)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("combo", COMBOS, ids=combo_ids)
+@pytest.mark.parametrize("n", [64, 1000, 4096])
+def test_backward_against_float64(device, combo, n, gen):
+    dtype, wdtype = combo
+    m = 37
+    x = (torch.randn(m, n, generator=gen) * 3).to(dtype).to(device)
+    w = None if wdtype is None else (1 + 0.5 * torch.randn(n, generator=gen)).to(wdtype).to(device)
+    dy = torch.randn(m, n, generator=gen).to(dtype).to(device)
+    check_against_float64(x, w, dy)
+
+
+# CUDA: one and two chunks a thread with the next row prefetched, four chunks (16-bit N > 8192,
+# float32 N > 4096), element-wise rows, rows shorter than a warp, and batches of many blocks.
+@requires_cuda
+@pytest.mark.parametrize("combo", COMBOS, ids=combo_ids)
+@pytest.mark.parametrize(
+    "m,n", [(1, 64), (3, 8), (37, 1000), (300, 7168), (9000, 2048), (5, 12000), (5, 16384)]
+)
+def test_cuda_backward_sweep(combo, m, n, gen):
+    dtype, wdtype = combo
+    if dtype == torch.float32 and n > 8192:
+        n = 8192  # float32 rows take N <= 8192 (one slice)
+    x = (torch.randn(m, n, generator=gen) * 3).to(dtype).to("cuda")
+    w = None if wdtype is None else (1 + 0.5 * torch.randn(n, generator=gen)).to(wdtype).to("cuda")
+    dy = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
+    check_against_float64(x, w, dy)
+
+
+@requires_cuda
+@pytest.mark.parametrize("n", [64, 4096, 16384, 32768, 131072])
+@pytest.mark.parametrize("m", [1, 4096])
+@pytest.mark.parametrize("layout", ["dense", "padded"])
+def test_cuda_forward_saves_rstd_in_every_schedule(n, m, layout, gen):
+    """rmsnorm_forward runs rmsnorm's plan (registers, tile, streamed, cluster, two_pass) and
+    writes each row's rstd: out is rmsnorm's bit for bit, rstd within one float32 ulp."""
+    if m * n > 1 << 28:
+        m = (1 << 28) // n
+    x = padded_rows(m, n, torch.bfloat16, "cuda", pad=8 if layout == "padded" else 0, generator=gen)
+    x.copy_(torch.randn(m, n, generator=gen).to(torch.bfloat16))
+    w = (1 + 0.5 * torch.randn(n, generator=gen)).to(torch.bfloat16).to("cuda")
+    y, rstd = oink.rmsnorm_forward(x, w, EPS)
+    assert torch.equal(y, oink.rmsnorm(x, w, EPS)), oink.explain(x, w).variant
+    exact = torch.rsqrt(x.double().pow(2).mean(-1) + EPS)
+    assert ((rstd.double() - exact).abs() <= ulp(exact, torch.float32)).all()
+
+
+@requires_cuda
+@pytest.mark.parametrize("n", [1000, 4096, 16384])
+def test_cuda_dx_is_batch_invariant_and_dweight_deterministic(n, gen):
+    """A row's dx depends on its values only (alone, or row k of a batch); dweight's bits are the
+    same on every run (fixed blocks, added in order)."""
+    m = 3000
+    x = torch.randn(m, n, generator=gen).to(torch.bfloat16).to("cuda")
+    dy = torch.randn(m, n, generator=gen).to(torch.bfloat16).to("cuda")
+    w = torch.randn(n, generator=gen).to(torch.bfloat16).to("cuda")
+    _, rstd = oink.rmsnorm_forward(x, w, EPS)
+    dx, dw = oink.rmsnorm_backward(dy, x, w, rstd)
+    for k in (0, 1234, m - 1):
+        alone, _ = oink.rmsnorm_backward(dy[k : k + 1], x[k : k + 1], w, rstd[k : k + 1])
+        assert torch.equal(alone[0], dx[k])
+    for _ in range(3):
+        again_dx, again_dw = oink.rmsnorm_backward(dy, x, w, rstd)
+        assert torch.equal(again_dx, dx) and torch.equal(again_dw, dw)
+
+
+@requires_cuda
+@pytest.mark.parametrize("n", [1000, 4096, 12000])
+def test_cuda_padded_unaligned_and_head_view_rows(n, gen):
+    """Rows with a stride larger than N, an unaligned base, and a [T, H, D] head view: the
+    kernels walk each tensor's strides (long unaligned rows are copied into aligned ones)."""
+    x = padded_rows(40, n, torch.bfloat16, "cuda", pad=3, offset=1, generator=gen)
+    dy = padded_rows(40, n, torch.bfloat16, "cuda", pad=5, generator=gen)
+    x.copy_(torch.randn(40, n, generator=gen).to(torch.bfloat16))
+    dy.copy_(torch.randn(40, n, generator=gen).to(torch.bfloat16))
+    w = (1 + 0.5 * torch.randn(n, generator=gen)).to(torch.bfloat16).to("cuda")
+    check_against_float64(x, w, dy)
+    heads = torch.randn(10, 3 * n, generator=gen).to(torch.bfloat16).to("cuda")
+    view = heads.view(10, 3, n)[:, 1:]  # [T, 2 heads, D]: two leading dimensions
+    check_against_float64(view, w, torch.randn_like(view))
+
+
+@requires_cuda
+def test_cuda_autograd_matches_torch(gen):
+    x = torch.randn(8, 3, 1024, generator=gen).cuda().requires_grad_()
+    w = torch.randn(1024, generator=gen).cuda().requires_grad_()
+    (oink.rmsnorm(x, w, EPS) ** 2).sum().backward()
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    (torch.nn.functional.rms_norm(x2, (1024,), w2, EPS) ** 2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(w.grad, w2.grad, rtol=1e-5, atol=1e-4)
+
+
+@requires_cuda
+def test_cuda_rows_too_long_say_so(gen):
+    x = torch.randn(2, 16392, generator=gen).to(torch.bfloat16).cuda()
+    _, rstd = oink.rmsnorm_forward(x, None, EPS)  # the forward takes any N
+    with pytest.raises(ValueError, match="N <= 16384") as info:
+        oink.rmsnorm_backward(torch.randn_like(x), x, None, rstd)
+    assert "'x'" in str(info.value)
 
 
 def test_autograd_matches_torch(gen):
@@ -171,22 +290,17 @@ def test_bad_inputs_name_the_argument(gen):
     expect_error(back, dy, x, torch.randn(63), rstd, arg="weight", expected="N=64")
 
 
-@requires_cuda
-def test_cuda_says_cpu_only():
-    x = torch.randn(4, 64, device="cuda")
-    with pytest.raises(RuntimeError, match="CPU only"):
-        oink.rmsnorm_forward(x, None, EPS)
-    with pytest.raises(RuntimeError, match="no CUDA backward kernel"):
-        oink.rmsnorm(x.requires_grad_(), None, EPS)
-
-
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", [(0, 16), (3, 0), (16,)], ids=str)
-def test_backward_of_empty_and_one_d_inputs(shape, gen):
+def test_backward_of_empty_and_one_d_inputs(device, shape, gen):
     """sum().backward() hands an expanded gradient (zero strides, kept by empty tensors): the
     formula densifies it; an empty batch gives a zero weight gradient; 1-D x has a 0-d rstd."""
-    x = torch.randn(*shape, generator=gen).requires_grad_()
-    w = torch.randn(shape[-1], generator=gen).requires_grad_()
-    for op in (oink.rmsnorm, lambda a, b: oink.layernorm(a, b, None)):
+    x = torch.randn(*shape, generator=gen).to(device).requires_grad_()
+    w = torch.randn(shape[-1], generator=gen).to(device).requires_grad_()
+    ops = [oink.rmsnorm]
+    if device == "cpu":  # layernorm is differentiable on the CPU only in this version
+        ops.append(lambda a, b: oink.layernorm(a, b, None))
+    for op in ops:
         x.grad = w.grad = None
         op(x, w).sum().backward()
         assert x.grad.shape == x.shape and w.grad.shape == w.shape

@@ -1,0 +1,140 @@
+#include "core/backward_plan.h"
+
+#include <stdexcept>
+
+namespace oink {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool strides_aligned(const RowStrides& st, const RowDims& dims, int chunk_elems) {
+  for (int d = 0; d < dims.count; ++d) {
+    if (st.s[d] % chunk_elems != 0) return false;
+  }
+  return true;
+}
+
+int chunk_elems_of(const NormBackwardProblem& bp) { return 16 / dtype_size(bp.rows.x_dtype); }
+
+// Chunks per thread of a row of `cols` elements: 1, 2 or 4 (a power of two covering the row).
+int backward_chunks_per_thread(int64_t cols, DType x_dtype) {
+  const int64_t chunks =
+      ceil_div(ceil_div(cols, 16 / dtype_size(x_dtype)), backward_threads_per_row(cols, x_dtype));
+  return chunks <= 1 ? 1 : chunks <= 2 ? 2 : 4;
+}
+
+}  // namespace
+
+int backward_threads_per_row(int64_t cols, DType x_dtype) {
+  return std::min(threads_per_row_for(cols, x_dtype), kBackwardMaxThreads);
+}
+
+// Every row of x, dy and dx starts 16-byte aligned and N is whole chunks; the weight's chunks
+// are aligned to their own size.
+bool backward_vector_io(const NormBackwardProblem& bp) {
+  const NormProblem& p = bp.rows;
+  const int chunk_elems = chunk_elems_of(bp);
+  if (p.cols % chunk_elems != 0) return false;
+  if (p.x_align < 16 || bp.dy_align < 16 || bp.dx_align < 16) return false;
+  if (!strides_aligned(p.x_strides, p.row_dims, chunk_elems) ||
+      !strides_aligned(bp.dy_strides, p.row_dims, chunk_elems) ||
+      !strides_aligned(bp.dx_strides, p.row_dims, chunk_elems)) {
+    return false;
+  }
+  return !p.has_weight || p.w_align >= chunk_elems * dtype_size(p.w_dtype);
+}
+
+bool backward_wants_dense_rows(const NormBackwardProblem& bp) {
+  const NormProblem& p = bp.rows;
+  return p.x_dtype != DType::kFloat64 && slices_for(p.cols, p.x_dtype) == 1 &&
+         backward_chunks_per_thread(p.cols, p.x_dtype) > kBackwardElementwiseMaxChunks &&
+         !backward_vector_io(bp) && p.cols % chunk_elems_of(bp) == 0;
+}
+
+std::optional<std::string> backward_unsupported(const NormBackwardProblem& bp) {
+  const NormProblem& p = bp.rows;
+  if (p.x_dtype == DType::kFloat64) return std::string("float64 rows run on the CPU only");
+  if (slices_for(p.cols, p.x_dtype) > 1) {
+    const int64_t limit = int64_t{kSliceChunks} * (16 / dtype_size(p.x_dtype));
+    return "rows of N=" + std::to_string(p.cols) +
+           " elements: the CUDA backward kernel takes N <= " + std::to_string(limit) + " for " +
+           dtype_name(p.x_dtype) +
+           " rows in this version (longer rows would need the forward's row slices)";
+  }
+  if (backward_chunks_per_thread(p.cols, p.x_dtype) > kBackwardElementwiseMaxChunks &&
+      !backward_vector_io(bp)) {
+    return "rows of N=" + std::to_string(p.cols) + " elements that are not 16-byte aligned: the " +
+           "CUDA backward kernel takes such rows up to N=" +
+           std::to_string(kBackwardElementwiseMaxChunks * kBackwardMaxThreads *
+                          chunk_elems_of(bp)) +
+           ", and longer ones when N is a multiple of " + std::to_string(chunk_elems_of(bp)) +
+           " (then it copies x and dy into aligned tensors)";
+  }
+  return std::nullopt;
+}
+
+BackwardPlan make_backward_plan(const NormBackwardProblem& bp) {
+  const NormProblem& p = bp.rows;
+  BackwardPlan plan;
+  plan.chunk_elems = 16 / dtype_size(p.x_dtype);
+  plan.chunks_per_row = ceil_div(p.cols, plan.chunk_elems);
+  plan.vector_io = backward_vector_io(bp);
+  plan.threads_per_row = backward_threads_per_row(p.cols, p.x_dtype);
+  plan.chunks_per_thread = backward_chunks_per_thread(p.cols, p.x_dtype);
+  plan.block_threads = std::max(plan.threads_per_row, 32);
+  plan.prefetch_next_row = plan.vector_io && plan.chunks_per_thread <= kBackwardPrefetchMaxChunks;
+  plan.block_rows = weight_grad_block_rows(p.rows);
+  plan.blocks = weight_grad_blocks(p.rows);
+  plan.partial_bytes = p.x_dtype == DType::kFloat32 ? 8 : 4;
+  plan.reduce_grid = std::max<int64_t>(1, ceil_div(p.cols, plan.reduce_threads));
+  const std::string why = backward_plan_violation(plan, bp);
+  if (!why.empty()) throw std::logic_error("make_backward_plan: " + why);
+  return plan;
+}
+
+std::string backward_plan_violation(const BackwardPlan& plan, const NormBackwardProblem& bp) {
+  const NormProblem& p = bp.rows;
+  if (const auto why = backward_unsupported(bp)) return *why;
+  if (plan.chunk_elems * dtype_size(p.x_dtype) != 16) return "chunk is not 16 bytes";
+  if (plan.chunks_per_row != ceil_div(p.cols, plan.chunk_elems)) return "chunks_per_row is not N's";
+  if (plan.vector_io && !backward_vector_io(bp)) {
+    return "vector_io needs aligned rows of x, dy and dx, whole chunks and an aligned weight";
+  }
+  if (plan.threads_per_row != backward_threads_per_row(p.cols, p.x_dtype)) {
+    return "threads_per_row must be backward_threads_per_row(N, dtype) (batch invariance of dx)";
+  }
+  const int c = plan.chunks_per_thread;
+  if (c != backward_chunks_per_thread(p.cols, p.x_dtype) ||
+      int64_t{c} * plan.threads_per_row < plan.chunks_per_row) {
+    return "chunks_per_thread must be 1, 2 or 4, covering the row";
+  }
+  if (!plan.vector_io && c > kBackwardElementwiseMaxChunks) {
+    return "element-wise rows take at most kBackwardElementwiseMaxChunks chunks a thread";
+  }
+  if (plan.block_threads != std::max(plan.threads_per_row, 32) ||
+      plan.block_threads > kBackwardMaxThreads) {
+    return "block_threads must be max(threads_per_row, 32): one row at a time, whole warps";
+  }
+  if (plan.prefetch_next_row && (!plan.vector_io || c > kBackwardPrefetchMaxChunks)) {
+    return "prefetch_next_row needs vector_io and at most kBackwardPrefetchMaxChunks chunks";
+  }
+  if (plan.block_rows != weight_grad_block_rows(p.rows) ||
+      plan.blocks != weight_grad_blocks(p.rows)) {
+    return "the weight-gradient blocks must be weight_grad_block_rows(M) rows each (M alone)";
+  }
+  if (plan.partial_bytes != (p.x_dtype == DType::kFloat32 ? 8 : 4)) {
+    return "partials are float, double for float32 rows";
+  }
+  if (plan.reduce_threads < 32 || plan.reduce_threads > 1024 ||
+      plan.reduce_grid * plan.reduce_threads < p.cols) {
+    return "the partials' reduction must cover every column";
+  }
+  return "";
+}
+
+int64_t backward_partials_bytes(const BackwardPlan& plan, const NormBackwardProblem& bp) {
+  if (!bp.rows.has_weight) return 0;
+  return plan.blocks * bp.rows.cols * plan.partial_bytes;
+}
+
+}  // namespace oink

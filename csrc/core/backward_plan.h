@@ -1,0 +1,99 @@
+// The backward passes' row blocks (shared by the CPU and CUDA kernels) and the launch plan of
+// rmsnorm_backward on CUDA: a pure function of the problem, testable on any machine.
+//
+// The weight gradient is a sum over rows. It is summed in fixed row blocks, each block's rows in
+// row order into one partial per column, then the blocks' partials in block order: no atomics,
+// and the blocks depend on M alone (never on the device, the thread count or the schedule), so
+// the same inputs give the same bits on every run.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/plan.h"
+#include "core/problem.h"
+
+namespace oink {
+
+inline constexpr int64_t kMinWeightGradBlockRows = 32;
+inline constexpr int64_t kMaxWeightGradBlocks = 256;
+
+// Rows per weight-gradient block: a function of M alone, at least kMinWeightGradBlockRows rows,
+// at most kMaxWeightGradBlocks blocks.
+constexpr int64_t weight_grad_block_rows(int64_t rows) {
+  return std::max(kMinWeightGradBlockRows,
+                  (rows + kMaxWeightGradBlocks - 1) / kMaxWeightGradBlocks);
+}
+
+// Blocks of weight_grad_block_rows rows; at least one, so that an empty batch has one block of
+// zero partials and a zero weight gradient without a special case.
+constexpr int64_t weight_grad_blocks(int64_t rows) {
+  const int64_t block_rows = weight_grad_block_rows(rows);
+  return std::max<int64_t>(1, (rows + block_rows - 1) / block_rows);
+}
+
+// A backward CTA has at most 512 threads, so 128 registers each: a thread holds its columns'
+// weight and partial sums for the whole block and, with prefetching, two rows' chunks; at 64
+// registers (1024-thread CTAs) those spilled (ptxas). Rows of more than 512 lanes' chunks give a
+// thread up to 4 chunks; the backward's dot product is reduced on its own lanes, fixed by
+// (N, dtype) alone like the forward's (batch invariance), not necessarily the same lanes.
+inline constexpr int kBackwardMaxThreads = 512;
+inline constexpr int kBackwardMaxChunksPerThread = 4;
+// The next row's loads are issued before the current row's reduction for threads of 1 or 2
+// chunks (4 chunks of two rows in flight would not fit 128 registers). Element-wise rows (not
+// 16-byte aligned) are held to 2 chunks a thread too: at 4 they spilled.
+inline constexpr int kBackwardPrefetchMaxChunks = 2;
+inline constexpr int kBackwardElementwiseMaxChunks = 2;
+
+// The backward's reduction lanes: the forward's, at most kBackwardMaxThreads.
+int backward_threads_per_row(int64_t cols, DType x_dtype);
+
+// rmsnorm_backward on CUDA (kernels/norm_backward.cuh): one CTA per weight-gradient block, which
+// walks its rows in order, a whole row at a time (the forward's reduction lanes, one chunk or two
+// per thread), keeps its columns' weight and partial sums in registers, and writes one partial
+// row; a second kernel adds the partials in block order per column.
+struct BackwardPlan {
+  int chunk_elems = 8;         // elements of x in one 16-byte chunk
+  int64_t chunks_per_row = 0;  // ceil(N / chunk_elems)
+  bool vector_io = false;      // x, dy, dx and the weight move as 16-byte chunks
+  int threads_per_row = 1;     // backward_threads_per_row(N, dtype)
+  int chunks_per_thread = 1;   // 1, 2 or 4: ceil(chunks / threads_per_row) to a power of two
+  int block_threads = 32;      // max(threads_per_row, 32): whole warps, one row at a time
+  // Loads of the next row are issued before the current row's reduction: vector I/O (raw 16-byte
+  // chunks wait in registers) and at most kBackwardPrefetchMaxChunks chunks per thread.
+  bool prefetch_next_row = false;
+  int64_t block_rows = 0;    // weight_grad_block_rows(M)
+  int64_t blocks = 0;        // weight_grad_blocks(M): CTAs of the row kernel, partial rows
+  int partial_bytes = 4;     // a partial's type: float, or double for float32 rows (as the forward)
+  int reduce_threads = 256;  // the partials' reduction: one thread per column
+  int64_t reduce_grid = 0;
+};
+
+// Whether x, dy, dx and the weight can move as 16-byte chunks (every row aligned, N whole chunks).
+bool backward_vector_io(const NormBackwardProblem& problem);
+
+// Rows too long for the element-wise kernel (more than kBackwardElementwiseMaxChunks chunks a
+// thread: 16-bit N > 8192, float32 N > 4096) whose dense copies would be aligned: the binding
+// copies x and dy into dense tensors (and writes a dense dx) instead of refusing the call.
+bool backward_wants_dense_rows(const NormBackwardProblem& problem);
+
+// Why the CUDA kernel cannot take this problem (a sentence for the user), or nothing. Rows longer
+// than one slice (kSliceChunks chunks: N > 16384 at 16 bits, > 8192 at float32) would hold more
+// than kBackwardMaxChunksPerThread chunks per thread; unaligned rows longer than the element-wise
+// kernel holds, of an N that is not whole 16-byte chunks (dense copies would not be aligned
+// either); float64 runs on the CPU only.
+std::optional<std::string> backward_unsupported(const NormBackwardProblem& problem);
+
+// Precondition: backward_unsupported(problem) is empty. Throws std::logic_error if the plan it
+// built breaks an invariant (a bug in the planner).
+BackwardPlan make_backward_plan(const NormBackwardProblem& problem);
+
+// Empty if `plan` is consistent with `problem`, otherwise the first broken invariant.
+std::string backward_plan_violation(const BackwardPlan& plan, const NormBackwardProblem& problem);
+
+// Bytes of the partials the plan's kernels exchange ([blocks][N] partials; 0 without a weight).
+int64_t backward_partials_bytes(const BackwardPlan& plan, const NormBackwardProblem& problem);
+
+}  // namespace oink

@@ -1,0 +1,270 @@
+// RMSNorm's backward pass on CUDA (the plan: core/backward_plan.h).
+//
+// y = x * r * w with r = rstd = 1 / sqrt(mean(x^2) + eps), so for g = dy * w:
+//   dx = r * g - c * x,  c = r^3 * sum(g * x) / N,    dweight = sum over rows of dy * x * r.
+//
+// rmsnorm_backward_kernel: one CTA per weight-gradient block (core/backward_plan.h), walking the
+// block's rows in order, a whole row at a time on the forward's reduction lanes (chunk c on lane
+// c % threads_per_row, each lane's chunks in increasing order, then device::row_reduce's fixed
+// tree), so a row's dx depends on its values, N and the dtypes only (batch invariance). Each
+// thread owns the same columns in every row: their weight waits in registers for the whole
+// block, and their dweight partial sums grow there, in row order, written once as the block's
+// partial row. The loads of the next row are issued before the current row's reduction (vector
+// I/O): the reduction's barrier would otherwise leave the SM without loads in flight.
+//
+// weight_grad_reduce_kernel: dweight[j] = the blocks' partials of column j added in block order,
+// rounded once to the weight's dtype. No atomics: the same bits on every run.
+//
+// Arithmetic in float32 for 16-bit rows, float64 for float32 rows (as the forward, NormRow::Acc),
+// each output rounded once.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "core/backward_plan.h"
+#include "core/plan.h"
+#include "core/rows.h"
+#include "device/reduce.cuh"
+#include "device/vec.cuh"
+
+namespace oink {
+
+struct BackwardParams {
+  const void* dy;      // [M, N] rows (strides below)
+  const void* x;       // [M, N] rows
+  const void* weight;  // [N] contiguous, or nullptr
+  const float* rstd;   // [M], logical row order
+  void* dx;            // [M, N] rows
+  void* partials;      // [blocks][N] of Acc, or nullptr without a weight
+  int64_t rows, cols, chunks_per_row, block_rows;
+  int threads_per_row;
+  float inv_cols;     // 1/N, rounded once on the host
+  double inv_cols_d;  // 1/N in float64, for float32 rows
+  RowIndexer row_index;
+  RowStrides x_strides, dy_strides, dx_strides;
+};
+
+// The accumulation type of a row of T: the forward's (NormRow::Acc).
+template <typename T>
+using BackwardAcc = std::conditional_t<std::is_same_v<T, float>, double, float>;
+
+// One rounding from the accumulation type to an element type.
+template <typename W>
+__device__ __forceinline__ W round_to(float v) {
+  return device::from_float<W>(v);
+}
+template <typename W>
+__device__ __forceinline__ W round_to(double v) {
+  if constexpr (std::is_same_v<W, float>) {
+    return static_cast<float>(v);
+  } else if constexpr (std::is_same_v<W, __half>) {
+    return __double2half(v);
+  } else {
+    return __double2bfloat16(v);
+  }
+}
+
+// T: x/dy/dx element type; W: weight element type; kVector: every chunk a whole, aligned 16-byte
+// vector (else element by element, bounds-checked); kChunks: the plan's chunks_per_thread;
+// kPrefetch: the plan's prefetch_next_row.
+//
+// Registers (128 a thread: core/backward_plan.h, kBackwardMaxThreads): a thread holds its
+// columns' partial sums for the whole block, and with vector I/O its row's chunks as raw words
+// (device::Raw), converting at each use; with kPrefetch, the next row's too; with 1 or 2 chunks,
+// its columns' weight. Element-wise rows hold no chunk: it is loaded where it is used (the second
+// use hits L1); at 4 chunks a thread they spilled (ptxas), so the plan never asks for that.
+template <typename T, typename W, bool kVector, int kChunks, bool kPrefetch>
+__global__ void __launch_bounds__(kBackwardMaxThreads, 1)
+    rmsnorm_backward_kernel(const BackwardParams p) {
+  static_assert(kChunks == 1 || kChunks == 2 || (kVector && kChunks == kBackwardMaxChunksPerThread),
+                "the plan's 1, 2 or (vector I/O) 4 chunks");
+  static_assert(!kPrefetch || (kVector && kChunks <= kBackwardPrefetchMaxChunks),
+                "prefetching holds two rows of raw 16-byte chunks");
+  constexpr int kElems = 16 / sizeof(T);
+  using XVec = device::Vec<T, kElems>;
+  using WVec = device::Vec<W, kElems>;
+  using Acc = BackwardAcc<T>;
+  using AccVec = device::Vec<Acc, kElems>;
+  // Alternate rows' warp sums: a fast warp may write row i + 1's while a slow one reads row i's.
+  __shared__ alignas(16) Acc warp_sums[2][32];
+
+  const int tpr = p.threads_per_row;
+  const int lane = threadIdx.x;  // block_threads = max(tpr, 32): lanes >= tpr own no chunk
+  const int64_t n = p.cols;
+  bool mine[kChunks];
+  int64_t col[kChunks];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    col[i] = (lane + int64_t{i} * tpr) * kElems;
+    mine[i] = lane < tpr && lane + int64_t{i} * tpr < p.chunks_per_row;
+  }
+
+  // This thread's columns of the weight, for every row of the block: held as loaded where
+  // registers allow (vector I/O, 1 or 2 chunks), else loaded at each use (L1 hits).
+  constexpr bool kHoldsWeight = kVector && kChunks <= kBackwardPrefetchMaxChunks;
+  const W* const weight = static_cast<const W*>(p.weight);
+  device::Raw<WVec> held_w[kHoldsWeight ? kChunks : 1];
+  if constexpr (kHoldsWeight) {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      if (weight != nullptr && mine[i]) held_w[i] = device::load_raw<WVec>(weight + col[i]);
+    }
+  }
+  auto weight_chunk = [&](int i) -> WVec {
+    if (weight == nullptr) {
+      WVec ones;
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) ones.v[e] = device::from_float<W>(1.f);
+      return ones;
+    }
+    if constexpr (kHoldsWeight) {
+      return device::unpack<WVec>(held_w[i]);
+    } else {
+      return device::load_chunk<kVector, W, kElems>(weight, col[i], n);
+    }
+  };
+
+  const bool weight_grad = p.partials != nullptr;
+  Acc partial[kChunks][kElems];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) partial[i][e] = 0;
+  }
+
+  const int64_t first = int64_t{blockIdx.x} * p.block_rows;
+  const int64_t end = first + p.block_rows < p.rows ? first + p.block_rows : p.rows;
+  const T* const x = static_cast<const T*>(p.x);
+  const T* const dy = static_cast<const T*>(p.dy);
+  T* const dx = static_cast<T*>(p.dx);
+
+  // Vector I/O of 1 or 2 chunks: a row's chunks (and with kPrefetch the next row's) wait as raw
+  // words. Other rows are loaded where they are used.
+  constexpr bool kHoldsRow = kHoldsWeight;
+  device::Raw<XVec> held_x[kHoldsRow ? kChunks : 1], held_dy[kHoldsRow ? kChunks : 1];
+  float held_rstd = 0.f;
+  auto load_row = [&](int64_t row) {
+    if constexpr (kHoldsRow) {
+      const RowIndex at = split_row(p.row_index, row);
+      const T* const xr = x + row_offset(p.row_index, at, p.x_strides);
+      const T* const dyr = dy + row_offset(p.row_index, at, p.dy_strides);
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) {
+        if (mine[i]) {
+          held_x[i] = device::load_raw<XVec>(xr + col[i]);
+          held_dy[i] = device::load_raw<XVec>(dyr + col[i]);
+        }
+      }
+    }
+    held_rstd = p.rstd[row];
+  };
+
+  if (kPrefetch && first < end) load_row(first);
+  int parity = 0;
+  for (int64_t row = first; row < end; ++row) {
+    const RowIndex at = split_row(p.row_index, row);
+    const T* const xr = x + row_offset(p.row_index, at, p.x_strides);
+    const T* const dyr = dy + row_offset(p.row_index, at, p.dy_strides);
+    T* const dxr = dx + row_offset(p.row_index, at, p.dx_strides);
+    if constexpr (!kPrefetch) load_row(row);
+    device::Raw<XVec> cur_x[kHoldsRow ? kChunks : 1], cur_dy[kHoldsRow ? kChunks : 1];
+    if constexpr (kHoldsRow) {
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) {
+        cur_x[i] = held_x[i];
+        cur_dy[i] = held_dy[i];
+      }
+    }
+    const Acc r = held_rstd;
+    if constexpr (kPrefetch) {
+      if (row + 1 < end) load_row(row + 1);  // in flight during this row's reduction
+    }
+    auto x_chunk = [&](int i) -> XVec {
+      if constexpr (kHoldsRow) {
+        return device::unpack<XVec>(cur_x[i]);
+      } else {
+        return device::load_chunk<kVector, T, kElems>(xr, col[i], n);
+      }
+    };
+    auto dy_chunk = [&](int i) -> XVec {
+      if constexpr (kHoldsRow) {
+        return device::unpack<XVec>(cur_dy[i]);
+      } else {
+        return device::load_chunk<kVector, T, kElems>(dyr, col[i], n);
+      }
+    };
+
+    // sum(g * x): each lane's chunks in increasing order, element by element, then the tree.
+    Acc dot = 0;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      if (mine[i]) {
+        const XVec xv = x_chunk(i), dyv = dy_chunk(i);
+        const WVec wv = weight_chunk(i);
+#pragma unroll
+        for (int e = 0; e < kElems; ++e) {
+          const Acc g = static_cast<Acc>(device::to_float(dyv.v[e])) *
+                        static_cast<Acc>(device::to_float(wv.v[e]));
+          dot = fma(g, static_cast<Acc>(device::to_float(xv.v[e])), dot);
+        }
+      }
+    }
+    dot = device::row_reduce<device::Sum<Acc>>(dot, tpr, warp_sums[parity]);
+    parity ^= 1;
+    Acc inv_cols;
+    if constexpr (std::is_same_v<Acc, double>) {
+      inv_cols = p.inv_cols_d;
+    } else {
+      inv_cols = p.inv_cols;
+    }
+    const Acc c = r * r * r * dot * inv_cols;
+
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      if (mine[i]) {
+        const XVec xv = x_chunk(i), dyv = dy_chunk(i);
+        const WVec wv = weight_chunk(i);
+        XVec out;
+#pragma unroll
+        for (int e = 0; e < kElems; ++e) {
+          const Acc xe = static_cast<Acc>(device::to_float(xv.v[e]));
+          const Acc dye = static_cast<Acc>(device::to_float(dyv.v[e]));
+          const Acc g = dye * static_cast<Acc>(device::to_float(wv.v[e]));
+          out.v[e] = round_to<T>(fma(-c, xe, r * g));
+          if (weight_grad) partial[i][e] = fma(dye * xe, r, partial[i][e]);
+        }
+        device::store_chunk<kVector, T, kElems>(dxr, col[i], n, out);
+      }
+    }
+  }
+
+  if (weight_grad) {
+    Acc* const out = static_cast<Acc*>(p.partials) + int64_t{blockIdx.x} * n;
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      if (mine[i]) {
+        AccVec v;
+#pragma unroll
+        for (int e = 0; e < kElems; ++e) v.v[e] = partial[i][e];
+        device::store_chunk<kVector, Acc, kElems>(out, col[i], n, v);
+      }
+    }
+  }
+}
+
+// dweight[j] = sum over blocks b, in order, of partials[b][j]; one thread per column.
+template <typename Acc, typename W>
+__global__ void __launch_bounds__(1024)
+    weight_grad_reduce_kernel(const Acc* partials, int64_t blocks, int64_t cols, W* dweight) {
+  const int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (j >= cols) return;
+  Acc sum = 0;
+  for (int64_t b = 0; b < blocks; ++b) sum += partials[b * cols + j];
+  dweight[j] = round_to<W>(sum);
+}
+
+}  // namespace oink
