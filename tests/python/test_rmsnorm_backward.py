@@ -147,7 +147,10 @@ def test_cuda_forward_saves_rstd_in_every_schedule(n, m, layout, gen):
     y, rstd = oink.rmsnorm_forward(x, w, EPS)
     assert torch.equal(y, oink.rmsnorm(x, w, EPS)), oink.explain(x, w).variant
     exact = torch.rsqrt(x.double().pow(2).mean(-1) + EPS)
-    assert ((rstd.double() - exact).abs() <= ulp(exact, torch.float32)).all()
+    # As check_against_float64: float32 sums of squares, 48 roundings at most, half of it.
+    assert (
+        (rstd.double() - exact).abs() <= ulp(exact, torch.float32) + 24 * 2.0**-24 * exact
+    ).all()
 
 
 @requires_cuda
