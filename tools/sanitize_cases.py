@@ -2,7 +2,9 @@
 (registers with 1/2 chunks, two-pass, streamed, tile, cluster), vector and element-wise I/O, both
 ops, every dtype and weight combination, padded and unaligned rows, the layouts of GUIDE §1 (QKV
 head views, transposed views, rmsnorm.out into a head view, the fused op on independent views, no
-weight), with and without PDL. Exits non-zero if any result is wrong.
+weight), with and without PDL; and the training ops (--ops): rmsnorm_forward in every forward
+schedule and rmsnorm_backward in every variant of its kernel. Exits non-zero if any result is
+wrong.
 
 Results are checked on the CPU so that the only kernels racecheck sees are oink's and copies:
 PyTorch's own CUDA reduction (the float64 mean of a GPU-side reference) reports shared-memory
@@ -23,6 +25,11 @@ CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 278528, 52428
 # Large batches: streamed (64: persistent 128-thread CTAs), tile (4096: 2 rows per CTA, rmsnorm;
 # 6144 and 16384: both ops, 128 and 256 threads), a cluster per row (32768).
 LARGE_N = [64, 4096, 6144, 16384, 32768]
+# rmsnorm_backward: rows shorter than a warp (7, 64), one and two chunks a thread with the next
+# row prefetched (1000 element-wise, 4096), four chunks (12000, 16384; float32 8192), element-wise
+# rows of 2 chunks and long unaligned rows copied into aligned ones (padded cases); M = 70: three
+# weight-gradient blocks, the last one short.
+BACKWARD_N = [7, 64, 1000, 4096, 8192, 12000, 16384]
 
 
 def cases(dtype):
@@ -53,12 +60,24 @@ def main() -> int:
         "every weight: racecheck and synccheck look at shared-memory layouts and barriers, which "
         "depend on the element sizes only (float16 and bfloat16 share every layout)",
     )
+    parser.add_argument(
+        "--ops",
+        choices=("all", "inference", "training", "backward"),
+        default="all",
+        help="rmsnorm and the fused op (inference), rmsnorm_forward and rmsnorm_backward "
+        "(training), rmsnorm_backward alone (backward: its shared memory and barriers are the "
+        "only new ones, so racecheck and synccheck need no more), or all (default)",
+    )
     args = parser.parse_args()
     pdl_settings = {"both": (True, False), "on": (True,), "off": (False,)}[args.pdl]
     x_dtypes = DTYPES if args.dtypes == "all" else [torch.bfloat16, torch.float32]
     g = torch.Generator().manual_seed(7)
     failures = 0
-    for pdl in pdl_settings:
+    if args.ops != "inference":
+        for dtype, wdtype in DTYPE_COMBOS:
+            if dtype in x_dtypes:
+                failures += check_training(dtype, wdtype, g, forward=args.ops != "backward")
+    for pdl in pdl_settings if args.ops in ("all", "inference") else ():
         oink.set_pdl(pdl)
         for dtype, wdtype in DTYPE_COMBOS:
             if dtype not in x_dtypes:
@@ -87,6 +106,37 @@ def check(m, n, pad, offset, dtype, wdtype, g) -> int:
         oink.fused_add_rms_norm(x, r, w, 1e-6)
         again = oink.rmsnorm(r, w, 1e-6)
         failures += int(not torch.equal(x.cpu(), again.cpu()))
+    return failures
+
+
+def check_training(dtype, wdtype, g, forward: bool) -> int:
+    """rmsnorm_forward (out as rmsnorm's, bit for bit) in every forward schedule, and
+    rmsnorm_backward's dx and dweight against the CPU kernel's (float64 sums), loosely: the
+    tests hold the bounds, this run is for the sanitizer."""
+    failures = 0
+    for m, n, pad, offset in cases(dtype) if forward else ():
+        x = padded_rows(m, n, dtype, "cuda", pad=pad, offset=offset, generator=g)
+        w = None if wdtype is None else torch.randn(n, generator=g).to(wdtype).cuda()
+        y, _ = oink.rmsnorm_forward(x, w, 1e-6)
+        failures += int(not torch.equal(y, oink.rmsnorm(x, w, 1e-6)))
+    for n in BACKWARD_N:
+        if dtype == torch.float32 and n > 8192:
+            continue
+        for m, pad, offset in [(70, 0, 0), (70, 3, 1), (0, 0, 0), (1, 0, 0)]:
+            x = padded_rows(m, n, dtype, "cuda", pad=pad, offset=offset, generator=g)
+            dy = padded_rows(m, n, dtype, "cuda", pad=pad, generator=g)
+            w = None if wdtype is None else torch.randn(n, generator=g).to(wdtype).cuda()
+            _, rstd = oink.rmsnorm_forward(x, w, 1e-6)
+            dx, dw = oink.rmsnorm_backward(dy, x, w, rstd)
+            w_cpu = None if w is None else w.cpu()
+            ref_dx, ref_dw = oink.rmsnorm_backward(dy.cpu(), x.cpu(), w_cpu, rstd.cpu())
+            scale = ref_dx.double().abs().max().item() if m > 0 else 1.0
+            failures += int(not torch.allclose(dx.cpu().double(), ref_dx.double(), rtol=2e-2,
+                                               atol=1e-2 * scale))  # fmt: skip
+            if w is not None:
+                dw_scale = ref_dw.double().abs().max().item()
+                failures += int(not torch.allclose(dw.cpu().double(), ref_dw.double(), rtol=2e-2,
+                                                   atol=1e-2 * dw_scale))  # fmt: skip
     return failures
 
 
