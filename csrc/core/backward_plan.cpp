@@ -30,18 +30,21 @@ int backward_threads_per_row(int64_t cols, DType x_dtype) {
 }
 
 // Every row of x, dy and dx starts 16-byte aligned and N is whole chunks; the weight's chunks
-// are aligned to their own size.
+// are aligned to their own size. Without rows, x, dy and dx have no memory to align (an empty
+// tensor's address may be null); the weight is still read.
 bool backward_vector_io(const NormBackwardProblem& bp) {
   const NormProblem& p = bp.rows;
   const int chunk_elems = chunk_elems_of(bp);
   if (p.cols % chunk_elems != 0) return false;
+  if (p.has_weight && p.w_align < chunk_elems * dtype_size(p.w_dtype)) return false;
+  if (p.rows == 0) return true;
   if (p.x_align < 16 || bp.dy_align < 16 || bp.dx_align < 16) return false;
   if (!strides_aligned(p.x_strides, p.row_dims, chunk_elems) ||
       !strides_aligned(bp.dy_strides, p.row_dims, chunk_elems) ||
       !strides_aligned(bp.dx_strides, p.row_dims, chunk_elems)) {
     return false;
   }
-  return !p.has_weight || p.w_align >= chunk_elems * dtype_size(p.w_dtype);
+  return true;
 }
 
 bool backward_wants_dense_rows(const NormBackwardProblem& bp) {

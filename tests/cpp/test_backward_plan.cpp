@@ -114,6 +114,11 @@ TEST(BackwardUnsupported, LongUnalignedRowsAreCopiedWhenThatAlignsThem) {
   EXPECT_TRUE(backward_wants_dense_rows(unaligned(8200)));
   EXPECT_TRUE(backward_unsupported(unaligned(8200)));  // as it stands, before the copy
   EXPECT_FALSE(backward_wants_dense_rows(backward(DType::kBFloat16, 16384, 4)));  // aligned
+  // An empty batch: x, dy and dx have no memory (null addresses); only the weight is read.
+  NormBackwardProblem empty = backward(DType::kBFloat16, 12000, 0);
+  empty.rows.x_align = empty.dy_align = empty.dx_align = 0;
+  EXPECT_FALSE(backward_unsupported(empty));
+  EXPECT_TRUE(make_backward_plan(empty).vector_io);
   const auto odd = backward_unsupported(unaligned(16383));
   ASSERT_TRUE(odd);
   EXPECT_FALSE(backward_wants_dense_rows(unaligned(16383)));

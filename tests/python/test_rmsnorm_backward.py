@@ -296,7 +296,7 @@ def test_bad_inputs_name_the_argument(gen):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("shape", [(0, 16), (3, 0), (16,)], ids=str)
+@pytest.mark.parametrize("shape", [(0, 16), (0, 12000), (3, 0), (16,)], ids=str)
 def test_backward_of_empty_and_one_d_inputs(device, shape, gen):
     """sum().backward() hands an expanded gradient (zero strides, kept by empty tensors): the
     formula densifies it; an empty batch gives a zero weight gradient; 1-D x has a 0-d rstd."""
