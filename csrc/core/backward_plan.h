@@ -75,8 +75,9 @@ struct BackwardPlan {
 bool backward_vector_io(const NormBackwardProblem& problem);
 
 // Rows too long for the element-wise kernel (more than kBackwardElementwiseMaxChunks chunks a
-// thread: 16-bit N > 8192, float32 N > 4096) whose dense copies would be aligned: the binding
-// copies x and dy into dense tensors (and writes a dense dx) instead of refusing the call.
+// thread: 16-bit N > 8192, float32 N > 4096) whose fresh copies would be aligned (N whole
+// chunks): the binding copies x, dy and the weight into new dense tensors (and writes dx in
+// that layout) instead of refusing the call.
 bool backward_wants_dense_rows(const NormBackwardProblem& problem);
 
 // Why the CUDA kernel cannot take this problem (a sentence for the user), or nothing. Rows longer

@@ -167,17 +167,23 @@ using BackwardResult = std::tuple<Tensor, std::optional<Tensor>>;
 // The CUDA path of rmsnorm_backward (core/backward_plan.h, kernels/norm_backward.cuh): dx, and
 // dweight from per-block partials (a scratch tensor) added in block order by a second kernel.
 BackwardResult rmsnorm_backward_cuda(const char* op, Tensor dy, Tensor x,
-                                     const std::optional<Tensor>& weight, const Tensor& rstd,
+                                     std::optional<Tensor> weight, const Tensor& rstd,
                                      NormBackwardProblem bp, const RowView& x_rows) {
   const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
   Tensor dx = output_for(x, x_rows);
   set_backward_rows(op, bp, x, dy, dx);
   bp.dy_align = pointer_alignment(dy.data_ptr());
   bp.dx_align = pointer_alignment(dx.data_ptr());
-  if (backward_wants_dense_rows(bp)) {  // long unaligned rows: aligned dense copies
-    x = torch::stable::contiguous(x);
-    dy = torch::stable::contiguous(dy);
-    dx = torch::stable::empty_like(x);  // contiguous, as x now is
+  if (backward_wants_dense_rows(bp)) {
+    // Long unaligned rows: fresh copies (new allocations, so aligned even where a tensor was
+    // already contiguous from an unaligned address), dense; dx in x's new layout.
+    x = torch::stable::clone(x);
+    dy = torch::stable::clone(dy);
+    dx = torch::stable::empty_like(x);
+    if (weight) {
+      weight = torch::stable::clone(*weight);
+      bp.rows.w_align = pointer_alignment(weight->data_ptr());
+    }
     set_backward_rows(op, bp, x, dy, dx);
     bp.rows.x_align = pointer_alignment(x.data_ptr());
     bp.dy_align = pointer_alignment(dy.data_ptr());

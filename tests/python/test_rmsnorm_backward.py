@@ -183,6 +183,10 @@ def test_cuda_padded_unaligned_and_head_view_rows(n, gen):
     dy.copy_(torch.randn(40, n, generator=gen).to(torch.bfloat16))
     w = (1 + 0.5 * torch.randn(n, generator=gen)).to(torch.bfloat16).to("cuda")
     check_against_float64(x, w, dy)
+    # Contiguous rows from an unaligned address, and a weight one element off.
+    flat = torch.randn(40 * n + 1, generator=gen).to(torch.bfloat16).to("cuda")
+    w_flat = (1 + 0.5 * torch.randn(n + 1, generator=gen)).to(torch.bfloat16).to("cuda")
+    check_against_float64(flat[1:].view(40, n), w_flat[1:], dy.contiguous())
     heads = torch.randn(10, 3 * n, generator=gen).to(torch.bfloat16).to("cuda")
     view = heads.view(10, 3, n)[:, 1:]  # [T, 2 heads, D]: two leading dimensions
     check_against_float64(view, w, torch.randn_like(view))
