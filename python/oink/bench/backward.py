@@ -6,7 +6,8 @@ than 2x L2, median of the replays) beside:
                  the CPU, where it has none, the float32 formula below, eager)
   torch_compile  the float32 formula compiled by Inductor (what a compiled model's backward runs)
   quack, liger   quack.rmsnorm.rmsnorm_bwd and liger_kernel.ops.rms_norm.rms_norm_backward, when
-                 importable (on the GPU machine: installed from the peers kit, see docs)
+                 importable, as installed, or from the peers kit (--peers, default ./.peers
+                 when it exists: oink/bench/peers.py, as `oink bench` uses it)
 
 Every provider is checked against float64 before it is timed (dx and dweight, relative L2 error
 within 4 units of roundoff of their dtypes); one that is missing or fails is reported with the
@@ -26,6 +27,7 @@ from pathlib import Path
 import torch
 
 import oink
+from oink.bench import peers
 from oink.bench.gate import rel_l2_bound
 from oink.bench.timing import (
     MIN_CALLS_PER_GRAPH,
@@ -261,6 +263,10 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer shapes")
     parser.add_argument("--dtype", choices=DTYPES, default="bf16")
     parser.add_argument("--cpu", action="store_true", help="the CPU kernels, small shapes")
+    parser.add_argument(
+        "--peers", type=Path, default=None, help="a prepared peers kit (default: ./.peers if any)"
+    )
+    parser.add_argument("--peers-build", type=Path, default=Path(peers.DEFAULT_BUILD))
     args = parser.parse_args(argv)
     device = "cpu" if args.cpu or not torch.cuda.is_available() else "cuda"
     shapes = CPU_SHAPES if device == "cpu" else GPU_QUICK if args.quick else GPU_SHAPES
@@ -268,6 +274,10 @@ def main(argv=None) -> int:
 
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - t0:6.1f} s] {msg}", flush=True)
+
+    kit = args.peers or peers.default_dir()
+    if device == "cuda" and kit is not None:
+        peers.load(kit, args.peers_build, log)  # Quack and Liger become importable
 
     result = measure(device, shapes, DTYPES[args.dtype], args.quick, log)
     env = {
