@@ -7,13 +7,6 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-bool strides_aligned(const RowStrides& st, const RowDims& dims, int chunk_elems) {
-  for (int d = 0; d < dims.count; ++d) {
-    if (st.s[d] % chunk_elems != 0) return false;
-  }
-  return true;
-}
-
 int chunk_elems_of(const NormBackwardProblem& bp) { return 16 / dtype_size(bp.rows.x_dtype); }
 
 // Chunks per thread of a row of `cols` elements: 1, 2 or 4 (a power of two covering the row).
@@ -39,9 +32,9 @@ bool backward_vector_io(const NormBackwardProblem& bp) {
   if (p.has_weight && p.w_align < chunk_elems * dtype_size(p.w_dtype)) return false;
   if (p.rows == 0) return true;
   if (p.x_align < 16 || bp.dy_align < 16 || bp.dx_align < 16) return false;
-  if (!strides_aligned(p.x_strides, p.row_dims, chunk_elems) ||
-      !strides_aligned(bp.dy_strides, p.row_dims, chunk_elems) ||
-      !strides_aligned(bp.dx_strides, p.row_dims, chunk_elems)) {
+  if (!strides_multiple_of(p.x_strides, p.row_dims, chunk_elems) ||
+      !strides_multiple_of(bp.dy_strides, p.row_dims, chunk_elems) ||
+      !strides_multiple_of(bp.dx_strides, p.row_dims, chunk_elems)) {
     return false;
   }
   return true;

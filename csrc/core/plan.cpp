@@ -19,25 +19,18 @@ int64_t next_pow2(int64_t v) {
 // without making the last CTA of a small batch mostly idle.
 constexpr int kSharedCtaThreads = 128;
 
-// Every stride of every leading dimension a multiple of a chunk: each row starts 16-byte aligned.
-bool strides_aligned(const RowStrides& st, const RowDims& dims, int chunk_elems) {
-  for (int d = 0; d < dims.count; ++d) {
-    if (st.s[d] % chunk_elems != 0) return false;
-  }
-  return true;
-}
-
 bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
   const int x_bytes = chunk_elems * dtype_size(p.x_dtype);  // always 16
   const bool fused = p.op == NormOp::kFusedAddRmsNorm;
   if (p.cols % chunk_elems != 0) return false;
-  if (p.x_align < x_bytes || !strides_aligned(p.x_strides, p.row_dims, chunk_elems)) return false;
+  if (p.x_align < x_bytes || !strides_multiple_of(p.x_strides, p.row_dims, chunk_elems))
+    return false;
   if (!fused &&
-      (p.out_align < x_bytes || !strides_aligned(p.out_strides, p.row_dims, chunk_elems))) {
+      (p.out_align < x_bytes || !strides_multiple_of(p.out_strides, p.row_dims, chunk_elems))) {
     return false;
   }
   if (fused && (p.residual_align < x_bytes ||
-                !strides_aligned(p.residual_strides, p.row_dims, chunk_elems))) {
+                !strides_multiple_of(p.residual_strides, p.row_dims, chunk_elems))) {
     return false;
   }
   if (p.has_weight && p.w_align < chunk_elems * dtype_size(p.w_dtype)) return false;

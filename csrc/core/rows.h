@@ -59,6 +59,15 @@ std::optional<RowDims> joint_rows(const int64_t* sizes, int ndim, const int64_t*
 bool rows_may_overlap(uintptr_t a, const RowView& va, uintptr_t b, const RowView& vb,
                       int elem_bytes);
 
+// Every stride of every leading dimension a multiple of `elems`: each row starts as aligned as
+// the first (the planners' condition for chunked vector I/O).
+inline bool strides_multiple_of(const RowStrides& st, const RowDims& dims, int elems) {
+  for (int d = 0; d < dims.count; ++d) {
+    if (st.s[d] % elems != 0) return false;
+  }
+  return true;
+}
+
 // The kernels' form of a RowDims: the divisors of its inner dimensions, built on the host.
 struct RowIndexer {
   int count = 1;
