@@ -170,24 +170,26 @@ BackwardResult rmsnorm_backward_cuda(const char* op, Tensor dy, Tensor x,
                                      std::optional<Tensor> weight, const Tensor& rstd,
                                      NormBackwardProblem bp, const RowView& x_rows) {
   const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
-  Tensor dx = output_for(x, x_rows);
+  const Tensor dx = output_for(x, x_rows);  // the layout the fake kernel promises (_fake.py)
+  Tensor written = dx;                      // where the kernel writes dx
   set_backward_rows(op, bp, x, dy, dx);
   bp.dy_align = pointer_alignment(dy.data_ptr());
   bp.dx_align = pointer_alignment(dx.data_ptr());
   if (backward_wants_dense_rows(bp)) {
     // Long unaligned rows: fresh copies (new allocations, so aligned even where a tensor was
-    // already contiguous from an unaligned address), dense; dx in x's new layout.
+    // already contiguous from an unaligned address), dense; dx is written in x's new layout,
+    // then copied into dx's.
     x = torch::stable::clone(x);
     dy = torch::stable::clone(dy);
-    dx = torch::stable::empty_like(x);
+    written = torch::stable::empty_like(x);
     if (weight) {
       weight = torch::stable::clone(*weight);
       bp.rows.w_align = pointer_alignment(weight->data_ptr());
     }
-    set_backward_rows(op, bp, x, dy, dx);
+    set_backward_rows(op, bp, x, dy, written);
     bp.rows.x_align = pointer_alignment(x.data_ptr());
     bp.dy_align = pointer_alignment(dy.data_ptr());
-    bp.dx_align = pointer_alignment(dx.data_ptr());
+    bp.dx_align = pointer_alignment(written.data_ptr());
   }
   if (const auto why = backward_unsupported(bp)) {
     throw ArgError(op, "x", "rows the CUDA backward kernel takes: " + *why, "shape " + shape_of(x));
@@ -205,7 +207,7 @@ BackwardResult rmsnorm_backward_cuda(const char* op, Tensor dy, Tensor x,
   args.x = x.data_ptr();
   args.weight = weight ? weight->data_ptr() : nullptr;
   args.rstd = static_cast<const float*>(rstd.data_ptr());
-  args.dx = dx.data_ptr();
+  args.dx = written.data_ptr();
   args.partials = partials ? partials->data_ptr() : nullptr;
   args.dweight = dweight ? dweight->data_ptr() : nullptr;
   void* stream = nullptr;
@@ -216,6 +218,10 @@ BackwardResult rmsnorm_backward_cuda(const char* op, Tensor dy, Tensor x,
     (void)cudaGetLastError();  // leave no error pending for the caller's next CUDA call
     throw std::runtime_error(std::string("oink.") + op +
                              ": kernel launch failed: " + cudaGetErrorString(err));
+  }
+  if (written.data_ptr() != dx.data_ptr()) {
+    Tensor out = dx;
+    torch::stable::copy_(out, written);  // on the current stream, after the kernels
   }
   return {dx, dweight};
 }

@@ -183,6 +183,11 @@ def test_cuda_padded_unaligned_and_head_view_rows(n, gen):
     dy.copy_(torch.randn(40, n, generator=gen).to(torch.bfloat16))
     w = (1 + 0.5 * torch.randn(n, generator=gen)).to(torch.bfloat16).to("cuda")
     check_against_float64(x, w, dy)
+    # dx in the layout the fake kernel promises (x's strides), also where the kernel ran on
+    # aligned copies of long unaligned rows; and opcheck (fake kernel, schema, autograd) agrees.
+    _, rstd = oink.rmsnorm_forward(x, w, EPS)
+    assert oink.rmsnorm_backward(dy, x, w, rstd)[0].stride() == x.stride()
+    opcheck(torch.ops.oink.rmsnorm_backward.default, (dy, x, w, rstd))
     # Contiguous rows from an unaligned address, and a weight one element off.
     flat = torch.randn(40 * n + 1, generator=gen).to(torch.bfloat16).to("cuda")
     w_flat = (1 + 0.5 * torch.randn(n + 1, generator=gen)).to(torch.bfloat16).to("cuda")
