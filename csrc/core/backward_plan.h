@@ -35,10 +35,11 @@ constexpr int64_t weight_grad_blocks(int64_t rows) {
 }
 
 // A backward CTA has at most 512 threads, so 128 registers each: a thread holds its columns'
-// weight and partial sums for the whole block and, with prefetching, two rows' chunks; at 64
-// registers (1024-thread CTAs) those spilled (ptxas). Rows of more than 512 lanes' chunks give a
-// thread up to 4 chunks; the backward's dot product is reduced on its own lanes, fixed by
-// (N, dtype) alone like the forward's (batch invariance), not necessarily the same lanes.
+// partial sums for the whole block and, at 1 or 2 chunks, their weight and (prefetching) two
+// rows' chunks; at 64 registers (1024-thread CTAs) those spilled (ptxas). Rows of more than 512
+// lanes' chunks give a thread up to 4 chunks; the backward's dot product is reduced on its own
+// lanes, fixed by (N, dtype) alone like the forward's (batch invariance): the forward's lanes up
+// to 512, not the same ones past that.
 inline constexpr int kBackwardMaxThreads = 512;
 inline constexpr int kBackwardMaxChunksPerThread = 4;
 // The next row's loads are issued before the current row's reduction for threads of 1 or 2

@@ -4,13 +4,14 @@
 //   dx = r * g - c * x,  c = r^3 * sum(g * x) / N,    dweight = sum over rows of dy * x * r.
 //
 // rmsnorm_backward_kernel: one CTA per weight-gradient block (core/backward_plan.h), walking the
-// block's rows in order, a whole row at a time on the forward's reduction lanes (chunk c on lane
-// c % threads_per_row, each lane's chunks in increasing order, then device::row_reduce's fixed
-// tree), so a row's dx depends on its values, N and the dtypes only (batch invariance). Each
-// thread owns the same columns in every row: their weight waits in registers for the whole
-// block, and their dweight partial sums grow there, in row order, written once as the block's
-// partial row. The loads of the next row are issued before the current row's reduction (vector
-// I/O): the reduction's barrier would otherwise leave the SM without loads in flight.
+// block's rows in order, a whole row at a time on backward_threads_per_row(N, dtype) lanes (the
+// forward's, at most 512: chunk c on lane c % lanes, each lane's 1, 2 or 4 chunks in increasing
+// order, then device::row_reduce's fixed tree), so a row's dx depends on its values, N and the
+// dtypes only (batch invariance). Each thread owns the same columns in every row: their dweight
+// partial sums grow in registers, in row order, written once as the block's partial row (and,
+// at 1 or 2 chunks, their weight waits in registers for the whole block). At 1 or 2 chunks with
+// vector I/O the loads of the next row are issued before the current row's reduction: its
+// barrier would otherwise leave the SM without loads in flight.
 //
 // weight_grad_reduce_kernel: dweight[j] = the blocks' partials of column j added in block order,
 // rounded once to the weight's dtype. No atomics: the same bits on every run.
