@@ -42,11 +42,12 @@ struct KernelParams {
   int chunks_per_thread;  // streamed kernel: slots per thread and stream
   int stages;             // streamed kernel: rows (or row groups) in flight per CTA
   double inv_cols_d;      // 1/N in float64, for float32 rows (see NormRow::Acc)
-  float* rstd;            // [M] 1/rms per row, logical row order: ops with kSavesRstd only
   // Rows over 2-4 leading dimensions: the divisors of the inner sizes (row_index.count is
   // row_dims), and every dimension's strides (index 0 repeats the steps above).
   RowIndexer row_index;
   RowStrides x_strides, out_strides, residual_strides;
+  // Last, so that no other field moves: the inference kernels' SASS stays byte-identical.
+  float* rstd;  // [M] 1/rms per row, logical row order: ops with kSavesRstd only
 };
 
 // The hot fields' budget: two 64-byte constant-cache lines at most.
