@@ -5,8 +5,6 @@
 namespace oink {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 int chunk_elems_of(const NormBackwardProblem& bp) { return 16 / dtype_size(bp.rows.x_dtype); }
 
 // Chunks per thread of a row of `cols` elements: 1, 2 or 4 (a power of two covering the row).

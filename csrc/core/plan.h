@@ -27,6 +27,9 @@ enum class KernelVariant : uint8_t {
 
 const char* variant_name(KernelVariant v);
 
+// ceil(a / b) for a >= 0, b > 0: chunks of a row, CTAs of a grid (both planners).
+constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // Largest number of chunks a thread keeps in registers (the registers and streamed kernels are
 // instantiated for 1 and 2): a row of one slice (below, kSliceChunks) has at most 2 chunks per
 // lane; longer rows are sliced and run the cluster or two_pass kernels.
