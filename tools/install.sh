@@ -4,7 +4,7 @@
 # the CPU kernels only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -r requirements-dev.txt
+python3 -m pip install -q --no-cache-dir -r requirements-dev.txt
 # Before the rename to oink-kernels the distribution was "oink": remove it, so that only one
 # distribution owns the oink package.
 if python3 -m pip show -q oink >/dev/null 2>&1; then python3 -m pip uninstall -q -y oink; fi

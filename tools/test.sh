@@ -40,36 +40,45 @@ wheels=(build/wheel/*.whl)
 python3 tools/check_wheel.py "${wheels[@]}"  # fails unless there is exactly one
 WHEEL=${wheels[0]}
 
+# The environments below hold CUDA builds of torch from PyPI (download.pytorch.org, with the
+# smaller CPU builds, is not reachable from CI), about 4.5 GB each with the nvidia-* libraries.
+# CI's disk is not always large, so they are built one at a time, without pip's wheel cache, and
+# each is removed once its tests have run: at most one of them is on disk at any time.
+fresh_venv() {  # fresh_venv DIR [venv options...]: an empty virtual environment at DIR
+  local dir=$1
+  shift
+  rm -rf "$dir"
+  python3 -m venv "$@" "$dir"
+}
+free_disk() { df -h --output=avail "$PWD" | tail -1 | tr -d ' '; }
+
 step "vLLM plugin tests (vLLM 0.26.0, the newest release pinned to torch 2.11 with vllm.ir)"
-VLLM_VENV=${VLLM_VENV:-$PWD/build/vllm-venv}
-if [ ! -x "$VLLM_VENV/bin/python" ]; then
-  python3 -m venv "$VLLM_VENV"
-  "$VLLM_VENV/bin/pip" install -q "vllm==0.26.0" pytest
-fi
+# vLLM 0.26.0 pins torch 2.11.0, the torch of requirements-dev.txt installed above: the
+# environment sees that torch (--system-site-packages) rather than installing a second copy.
+# Its own site-packages come first, so the oink it imports is the wheel installed into it.
+VLLM_VENV=$PWD/build/vllm-venv
+echo "disk free: $(free_disk)"
+fresh_venv "$VLLM_VENV" --system-site-packages
+"$VLLM_VENV/bin/pip" install -q --no-cache-dir "vllm==0.26.0" pytest
 "$VLLM_VENV/bin/python" -c "import torch, vllm; assert torch.__version__.split('+')[0] == '2.11.0'; assert vllm.__version__ == '0.26.0'"
-# The wheel built above (against torch 2.11, as vLLM 0.26.0 pins), as a vLLM user installs it
-# (an environment made before the rename may hold the old "oink" distribution: removed).
-if "$VLLM_VENV/bin/pip" show -q oink >/dev/null 2>&1; then
-  "$VLLM_VENV/bin/pip" uninstall -q -y oink
-fi
-"$VLLM_VENV/bin/pip" install -q --no-deps --force-reinstall "$WHEEL"
+# The wheel built above (against torch 2.11, as vLLM 0.26.0 pins), as a vLLM user installs it.
+"$VLLM_VENV/bin/pip" install -q --no-cache-dir --no-deps --force-reinstall "$WHEEL"
+"$VLLM_VENV/bin/python" -c "import oink, os, sys; assert os.path.dirname(oink.__file__).startswith(sys.prefix), oink.__file__"
 "$VLLM_VENV/bin/python" -m pytest tests/python/test_vllm_plugin.py -q -p no:cacheprovider
+rm -rf "$VLLM_VENV"
 
 # The same wheel in fresh environments with only torch: 2.10.0, the oldest torch its stable ABI
 # targets (TORCH_TARGET_VERSION), and 2.15.0, the newest torch release on PyPI when this was
-# written (`pip index versions torch`, 2026-11-30); pinned so that CI is reproducible. PyPI's
-# Linux torch wheels are CUDA builds and bring the nvidia-* CUDA libraries (download.pytorch.org,
-# with the smaller CPU builds, is not reachable from CI); the environments are kept in build/.
+# written (`pip index versions torch`, 2026-11-30); pinned so that CI is reproducible.
 for torch_version in 2.10.0 2.15.0; do
   step "wheel smoke test with torch $torch_version"
   venv=$PWD/build/smoke-torch-$torch_version
-  check_torch="import torch; assert torch.__version__.split('+')[0] == '$torch_version'"
-  if ! "$venv/bin/python" -c "$check_torch" 2>/dev/null; then
-    python3 -m venv --clear "$venv"
-    "$venv/bin/pip" install -q "torch==$torch_version"
-    "$venv/bin/python" -c "$check_torch"
-  fi
-  "$venv/bin/pip" install -q --no-deps --force-reinstall "$WHEEL"
+  echo "disk free: $(free_disk)"
+  fresh_venv "$venv"
+  "$venv/bin/pip" install -q --no-cache-dir "torch==$torch_version"
+  "$venv/bin/python" -c "import torch; assert torch.__version__.split('+')[0] == '$torch_version'"
+  "$venv/bin/pip" install -q --no-cache-dir --no-deps "$WHEEL"
   "$venv/bin/python" tests/smoke/smoke_ops.py
+  rm -rf "$venv"
 done
 step "all tests passed"
