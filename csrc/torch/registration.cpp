@@ -9,10 +9,10 @@ STABLE_TORCH_LIBRARY(oink, m) {
   // The same into a caller's tensor (any leading strides, last dimension contiguous).
   m.def("rmsnorm.out(Tensor x, Tensor? weight, float eps, *, Tensor(a!) out) -> Tensor(a!)");
   // rmsnorm, also returning rstd = 1/rms per row (x.shape[:-1], float32; float64 for float64 x),
-  // the statistic rmsnorm_backward takes. CPU only in this version.
+  // the statistic rmsnorm_backward takes. CPU and CUDA.
   m.def("rmsnorm_forward(Tensor x, Tensor? weight, float eps) -> (Tensor, Tensor)");
   // (dx, dweight) for the upstream gradient dy; dweight has the weight's dtype (None without a
-  // weight) and is summed in a fixed order (deterministic). CPU only in this version.
+  // weight) and is summed in a fixed order (deterministic). CPU and CUDA (N <= 16384).
   m.def("rmsnorm_backward(Tensor dy, Tensor x, Tensor? weight, Tensor rstd) -> (Tensor, Tensor?)");
   // y = (x - mean) / sqrt(var + eps) * weight + bias, the mean and the biased variance over the
   // last dimension, float64 on the CPU, rounded once. CPU only in this version.

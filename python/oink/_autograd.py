@@ -1,9 +1,10 @@
 """Gradients: oink.rmsnorm (CPU and CUDA) and oink.layernorm (CPU in this version) differentiate
-through their _forward and _backward ops; every call without a backward kernel raises on inputs
+through their _forward and _backward ops, and the in-place oink.fused_add_rms_norm (CPU and
+CUDA) records itself as an in-place op would. Every call without a backward raises on inputs
 that require grad, with grad mode on, instead of returning outputs whose gradients would be
 silently None.
 
-The guard is registered at the dispatcher's Autograd key, so torch.ops.oink.* behaves like the
+These are registered at the dispatcher's Autograd key, so torch.ops.oink.* behaves like the
 wrappers. Under torch.inference_mode() (vLLM) the key is skipped and this costs nothing;
 otherwise it costs one Python call per op before the kernel is dispatched.
 """
@@ -143,7 +144,73 @@ def _refuse_layernorm_backward(keyset, dy, x, weight, bias, mean, rstd):
     )
 
 
-# --- the rest: no backward kernels ---------------------------------------------------------------
+# --- fused_add_rms_norm: differentiable on the CPU and on CUDA -----------------------------------
+
+
+class _FusedAddRmsNorm(torch.autograd.Function):
+    """The in-place kernel, then autograd's record of it: x and residual are marked dirty, so
+    their new values carry this node's history, as after any in-place op. The backward needs the
+    rounded sum (residual's new value) and its rstd. The residual buffer is usually updated in
+    place again by the next layer, so the sum is saved as a copy, not as the buffer (one M x N
+    copy, what an unfused x + residual would keep anyway); rstd is computed again in the backward
+    by rmsnorm_forward, from the same bits with the same reduction, so it is the kernel's."""
+
+    @staticmethod
+    def forward(ctx, x, residual, weight, eps):
+        torch.ops.oink.fused_add_rms_norm.default(x, residual, weight, eps)
+        ctx.mark_dirty(x, residual)
+        ctx.save_for_backward(residual.clone(), weight)
+        ctx.eps = eps
+        return x, residual
+
+    @staticmethod
+    def backward(ctx, dout, dres):
+        summed, weight = ctx.saved_tensors
+        dsum = dweight = None
+        if dout is not None:
+            _, rstd = torch.ops.oink.rmsnorm_forward.default(summed, None, ctx.eps)
+            dsum, dweight = torch.ops.oink.rmsnorm_backward.default(
+                _dense(dout), summed, weight, rstd
+            )
+        if dres is not None:
+            dsum = dres if dsum is None else dsum + dres
+        if weight is not None and dweight is None and ctx.needs_input_grad[2]:
+            dweight = torch.zeros_like(weight)
+        # residual_new = x + residual: the sum's gradient reaches both.
+        return dsum, dsum, dweight, None
+
+
+def _updated_in_place_refusal(name, t):
+    """Why autograd would refuse to update `t` in place (after the kernel had run), or None."""
+    base = t._base if t._is_view() else None
+    if t.is_leaf and t.requires_grad:
+        return f"argument '{name}' is a leaf tensor that requires grad"
+    if base is not None and base.is_leaf and base.requires_grad:
+        return f"argument '{name}' is a view of a leaf tensor that requires grad"
+    return None
+
+
+def _fused_add_rms_norm(keyset, x, residual, weight, eps):
+    names = _needing_grad((("x", x), ("residual", residual), ("weight", weight)))
+    if names:
+        for name, t in (("x", x), ("residual", residual)):
+            why = _updated_in_place_refusal(name, t)
+            if why:
+                # Checked before the kernel runs: autograd would raise after it, with x and
+                # residual already overwritten.
+                raise RuntimeError(
+                    f"oink.fused_add_rms_norm: {why}, and the op updates it in place, which "
+                    "autograd refuses for such tensors (as for any in-place op). Pass tensors "
+                    "computed from the leaves (e.g. a layer's output), or clones of them."
+                )
+        _FusedAddRmsNorm.apply(x, residual, weight, eps)
+        return None
+    return torch.ops.oink.fused_add_rms_norm.default.redispatch(
+        keyset & _BELOW_AUTOGRAD, x, residual, weight, eps
+    )
+
+
+# --- rmsnorm.out: no gradient --------------------------------------------------------------------
 
 
 def _rmsnorm_out(keyset, x, weight, eps, *, out):
@@ -151,15 +218,6 @@ def _rmsnorm_out(keyset, x, weight, eps, *, out):
     if names:
         _refuse("rmsnorm", names, "the out= form has no gradient (call it without out=)")
     return torch.ops.oink.rmsnorm.out.redispatch(keyset & _BELOW_AUTOGRAD, x, weight, eps, out=out)
-
-
-def _fused_add_rms_norm(keyset, x, residual, weight, eps):
-    names = _needing_grad((("x", x), ("residual", residual), ("weight", weight)))
-    if names:
-        _refuse("fused_add_rms_norm", names, "oink has no backward kernel for it yet")
-    return torch.ops.oink.fused_add_rms_norm.default.redispatch(
-        keyset & _BELOW_AUTOGRAD, x, residual, weight, eps
-    )
 
 
 _LIBRARY.impl("rmsnorm", _rmsnorm, "Autograd", with_keyset=True)

@@ -96,7 +96,9 @@ def fused_add_rms_norm(
 ) -> None:
     """In place, vLLM semantics: ``residual += x`` (rounded to the dtype), then
     ``x = rmsnorm(residual, weight, eps)`` of the rounded residual. x and residual (same shape
-    and dtype, each with its own leading strides) must not share memory; weight may be None."""
+    and dtype, each with its own leading strides) must not share memory; weight may be None.
+    Differentiable as an in-place op (x and residual must then not be leaves that require
+    grad)."""
     torch.ops.oink.fused_add_rms_norm.default(x, residual, weight, eps)
 
 

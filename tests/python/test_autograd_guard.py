@@ -1,7 +1,7 @@
-"""No silent gradients: a call without a backward kernel (the fused op and rmsnorm's out= form in
-this version) on inputs that require grad, with grad mode on, raises (through the wrappers and
-torch.ops alike) and leaves its inputs untouched; without grad mode, or on inputs that need no
-grad, it runs. rmsnorm's gradients (CPU and CUDA): test_rmsnorm_backward.py."""
+"""No silent gradients: a call without a backward (rmsnorm's out= form in this version) on inputs
+that require grad, with grad mode on, raises (through the wrappers and torch.ops alike) and
+leaves its inputs untouched; without grad mode, or on inputs that need no grad, it runs.
+rmsnorm's gradients: test_rmsnorm_backward.py; the fused op's: test_fused_add_autograd.py."""
 
 import pytest
 import torch
@@ -27,16 +27,14 @@ CALLS = {
 }
 
 
-# The calls without a gradient (rmsnorm itself is differentiable: test_rmsnorm_backward.py).
-GUARDED = ["rmsnorm_out", "fused"]
+# The calls without a gradient (rmsnorm and the fused op are differentiable).
+GUARDED = ["rmsnorm_out"]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("call", GUARDED)
-@pytest.mark.parametrize("needs_grad", ["x", "weight", "residual"])
+@pytest.mark.parametrize("needs_grad", ["x", "weight"])
 def test_requires_grad_raises_and_says_what_to_do(device, call, needs_grad):
-    if needs_grad == "residual" and call != "fused":
-        pytest.skip("rmsnorm has no residual")
     x, r, w = inputs(device)
     {"x": x, "weight": w, "residual": r}[needs_grad].requires_grad_()
     before = [t.detach().clone() for t in (x, r, w)]

@@ -1,0 +1,149 @@
+"""Autograd through the in-place fused_add_rms_norm: gradients against an unfused float64
+reference and gradcheck, the forward's bits unchanged by grad mode, a residual buffer updated in
+place layer after layer (as in a model), torch.compile, and the refusal to update a leaf in place
+before anything is written."""
+
+import pytest
+import torch
+
+import oink
+from oink.testing import padded_rows
+
+from conftest import DEVICES
+
+EPS = 1e-6
+
+
+def unfused(x, residual, weight, eps=EPS):
+    """The op's definition, out of place: (normalised, new residual)."""
+    summed = x + residual
+    return torch.nn.functional.rms_norm(summed, summed.shape[-1:], weight, eps), summed
+
+
+def layer_inputs(a, b):
+    """Non-leaf x and residual computed from the leaves, as a model's layer hands them over."""
+    return a * 1.5, b * 0.5
+
+
+def loss_of(out, residual):
+    """Both outputs reach the loss, with gradients that differ per element."""
+    k = torch.arange(out.numel(), device=out.device, dtype=out.dtype).reshape(out.shape)
+    return (out * torch.cos(k)).sum() + (residual * torch.sin(k)).sum()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("with_weight", [True, False])
+def test_gradients_match_the_unfused_float64_op(device, with_weight, gen):
+    a = torch.randn(6, 3, 96, generator=gen, dtype=torch.float64).to(device)
+    b = torch.randn(6, 3, 96, generator=gen, dtype=torch.float64).to(device)
+    w = torch.randn(96, generator=gen, dtype=torch.float64).to(device) if with_weight else None
+    leaves = [t.requires_grad_() for t in (a, b, w) if t is not None]
+
+    x, r = layer_inputs(a, b)
+    oink.fused_add_rms_norm(x, r, w, EPS)
+    got = torch.autograd.grad(loss_of(x, r), leaves)
+    out, summed = unfused(*layer_inputs(a, b), w)
+    want = torch.autograd.grad(loss_of(out, summed), leaves)
+    for g, e in zip(got, want, strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-12)
+
+
+def test_gradcheck_float64(gen):
+    a = torch.randn(4, 40, generator=gen, dtype=torch.float64).requires_grad_()
+    b = torch.randn(4, 40, generator=gen, dtype=torch.float64).requires_grad_()
+    w = torch.randn(40, generator=gen, dtype=torch.float64).requires_grad_()
+
+    def fused(a, b, w):
+        x, r = a.clone(), b.clone()
+        oink.fused_add_rms_norm(x, r, w, EPS)
+        return x, r
+
+    assert torch.autograd.gradcheck(fused, (a, b, w))
+    # Padded rows: x and the residual with row strides of their own.
+    xp = padded_rows(4, 40, torch.float64, "cpu", pad=3, generator=gen).requires_grad_()
+    assert torch.autograd.gradcheck(lambda p, q: fused(p, q, None), (xp, b))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_grad_mode_leaves_the_forward_bits_alone(device, dtype, gen):
+    a = torch.randn(9, 256, generator=gen).to(device, dtype)
+    b = torch.randn(9, 256, generator=gen).to(device, dtype)
+    w = torch.randn(256, generator=gen).to(device, torch.float32)
+    x0, r0 = a.clone(), b.clone()
+    with torch.no_grad():
+        oink.fused_add_rms_norm(x0, r0, w, EPS)
+    w.requires_grad_()
+    x, r = a.clone().requires_grad_().clone(), b.clone()
+    oink.fused_add_rms_norm(x, r, w, EPS)
+    assert x.requires_grad and r.requires_grad
+    assert torch.equal(x.detach(), x0) and torch.equal(r.detach(), r0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_residual_buffer_updated_in_place_layer_after_layer(device, gen):
+    """A model's residual stream: one buffer, updated in place by every layer's fused op, each
+    layer's x a GEMM's output. The backward needs every layer's sum after the buffer has moved
+    on: the op keeps its own copy. (x itself is updated in place, so like any in-place op's
+    input it must not be a tensor some backward saved, such as tanh's output.)"""
+    layers = 3
+    n = 64
+    h = torch.randn(5, n, generator=gen, dtype=torch.float64).to(device).requires_grad_()
+    mats = [torch.randn(n, n, generator=gen, dtype=torch.float64).to(device) / 8 for _ in range(3)]
+    ws = [torch.randn(n, generator=gen, dtype=torch.float64).to(device) for _ in range(3)]
+    for t in (*mats, *ws):
+        t.requires_grad_()
+
+    def model(fused):
+        residual = h * 1.0
+        x = h @ mats[0]
+        for i in range(layers):
+            if fused:
+                oink.fused_add_rms_norm(x, residual, ws[i], EPS)
+                y = x
+            else:
+                y, residual = unfused(x, residual, ws[i])
+            x = torch.tanh(y) @ mats[i]  # a GEMM's output: saved by no backward
+        return (x * x).sum() + residual.sum()
+
+    leaves = [h, *mats, *ws]
+    got = torch.autograd.grad(model(True), leaves)
+    want = torch.autograd.grad(model(False), leaves)
+    for g, e in zip(got, want, strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_and_backward(device, gen):
+    def step(a, b, w):
+        x, r = layer_inputs(a, b)
+        oink.fused_add_rms_norm(x, r, w, EPS)
+        return loss_of(x, r)
+
+    a = torch.randn(16, 128, generator=gen).to(device).requires_grad_()
+    b = torch.randn(16, 128, generator=gen).to(device).requires_grad_()
+    w = torch.randn(128, generator=gen).to(device).requires_grad_()
+    compiled = torch.autograd.grad(torch.compile(step, fullgraph=True)(a, b, w), (a, b, w))
+    eager = torch.autograd.grad(step(a, b, w), (a, b, w))
+    for c, e in zip(compiled, eager, strict=True):
+        torch.testing.assert_close(c, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("leaf", ["x", "residual", "view of x"])
+def test_a_leaf_that_requires_grad_is_refused_before_anything_is_written(device, leaf, gen):
+    x = torch.randn(4, 32, generator=gen).to(device)
+    r = torch.randn(4, 32, generator=gen).to(device)
+    w = torch.randn(32, generator=gen).to(device)
+    before = (x.clone(), r.clone())
+    name = "residual" if leaf == "residual" else "x"
+    if leaf == "view of x":
+        x.requires_grad_()
+        target = x[1:]
+        args = (target, r[1:], w)
+    else:
+        (x if leaf == "x" else r).requires_grad_()
+        args = (x, r, w)
+    with pytest.raises(RuntimeError, match=f"argument '{name}' is a .*leaf tensor"):
+        oink.fused_add_rms_norm(*args, EPS)
+    assert torch.equal(x.detach(), before[0]) and torch.equal(r.detach(), before[1])
