@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
 
 namespace oink {
 namespace {
@@ -412,44 +413,107 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
   return "";
 }
 
-std::string describe(const NormPlan& plan, const NormProblem& p, const DeviceInfo& device) {
-  using std::to_string;
-  std::string s = std::string("op=") + op_name(p.op) + " variant=" + variant_name(plan.variant);
-  s += " device=" +
-       (device.is_cuda() ? "sm_" + to_string(device.cc_major) + to_string(device.cc_minor) : "cpu");
-  s += std::string(" x_dtype=") + dtype_name(p.x_dtype) +
-       " weight_dtype=" + (p.has_weight ? dtype_name(p.w_dtype) : "none");
-  s += " M=" + to_string(p.rows) + " N=" + to_string(p.cols) + " ld_x=" + to_string(p.ld_x());
-  if (p.op == NormOp::kFusedAddRmsNorm) {
-    s += " ld_residual=" + to_string(p.residual_strides.s[0]);
+namespace {
+
+int field_index(const char* const* names, size_t count, std::string_view name) {
+  for (size_t i = 0; i < count; ++i) {
+    if (std::string_view(names[i]) == name) return static_cast<int>(i);
   }
-  // The leading dimensions walked, outermost first: sizes, then each tensor's strides.
-  auto list = [&](auto value) {
-    std::string l;
-    for (int d = p.row_dims.count - 1; d >= 0; --d) l += (l.empty() ? "" : ",") + value(d);
-    return l;
-  };
-  s += " row_dims=" + to_string(p.row_dims.count) +
-       " row_sizes=" + list([&](int d) { return to_string(p.row_dims.size[d]); }) +
-       " x_strides=" + list([&](int d) { return to_string(p.x_strides.s[d]); });
+  return -1;
+}
+
+// Sets each named field once; complete() says whether every field was set.
+template <size_t kTexts, size_t kNumbers>
+class FactsWriter {
+ public:
+  explicit FactsWriter(PlanFacts& facts) : facts_(facts) {}
+  void text(std::string_view name, std::string value) {
+    facts_.text[slot(kPlanTextFields.data(), kTexts, name, 0)] = std::move(value);
+  }
+  void number(std::string_view name, int64_t value) {
+    facts_.numbers[slot(kPlanNumberFields.data(), kNumbers, name, kTexts)] = value;
+  }
+  bool complete() const { return set_ == (uint64_t{1} << (kTexts + kNumbers)) - 1; }
+
+ private:
+  size_t slot(const char* const* names, size_t count, std::string_view name, size_t bit_base) {
+    const int i = field_index(names, count, name);
+    if (i < 0) throw std::logic_error("plan_facts: no plan field named " + std::string(name));
+    const uint64_t bit = uint64_t{1} << (bit_base + static_cast<size_t>(i));
+    if (set_ & bit) throw std::logic_error("plan_facts: field set twice: " + std::string(name));
+    set_ |= bit;
+    return static_cast<size_t>(i);
+  }
+  PlanFacts& facts_;
+  uint64_t set_ = 0;
+};
+
+}  // namespace
+
+PlanFacts plan_facts(const NormPlan& plan, const NormProblem& p, const DeviceInfo& device) {
+  using std::to_string;
+  constexpr size_t kTexts = kPlanTextFields.size(), kNumbers = kPlanNumberFields.size();
+  static_assert(kTexts + kNumbers <= 64, "FactsWriter tracks the fields in one 64-bit mask");
+  PlanFacts facts;
+  FactsWriter<kTexts, kNumbers> put(facts);
+  put.text("op", op_name(p.op));
+  put.text("variant", variant_name(plan.variant));
+  put.text("device", device.is_cuda()
+                         ? "sm_" + to_string(device.cc_major) + to_string(device.cc_minor)
+                         : "cpu");
+  put.text("x_dtype", dtype_name(p.x_dtype));
+  put.text("weight_dtype", p.has_weight ? dtype_name(p.w_dtype) : "none");
+  put.number("M", p.rows);
+  put.number("N", p.cols);
+  put.number("ld_x", p.ld_x());
+  // 0: no residual (rmsnorm).
+  put.number("ld_residual", p.op == NormOp::kFusedAddRmsNorm ? p.residual_strides.s[0] : 0);
+  put.number("row_dims", p.row_dims.count);
   // Derived, for the reader: the chunks of one slice of the reduction layout (a cluster CTA's
   // share of a row; the whole row when it is one slice), and whether CTAs loop over row groups.
-  const int64_t slice_chunks = plan.variant == KernelVariant::kCpu
-                                   ? 0
-                                   : std::min<int64_t>(plan.chunks_per_row, kSliceChunks);
-  s += " chunk_elems=" + to_string(plan.chunk_elems) + " vector_io=" + to_string(plan.vector_io) +
-       " threads_per_row=" + to_string(plan.threads_per_row) +
-       " lanes_per_thread=" + to_string(plan.lanes_per_thread) +
-       " slices=" + to_string(plan.slices) + " slice_chunks=" + to_string(slice_chunks) +
-       " cluster_ctas=" + to_string(plan.cluster_ctas) +
-       " chunks_per_thread=" + to_string(plan.chunks_per_thread) +
-       " rows_per_cta=" + to_string(plan.rows_per_cta) +
-       " block_threads=" + to_string(plan.block_threads) + " grid=" + to_string(plan.grid) +
-       " stages=" + to_string(plan.stages) +
-       " persistent=" + to_string(plan.variant == KernelVariant::kStreamed) +
-       " smem_bytes=" + to_string(plan.smem_bytes) + " pdl=" + to_string(plan.use_pdl) +
-       " image_sass=" + to_string(plan.image_sass_arch) +
-       " image_ptx=" + to_string(plan.image_ptx_arch);
+  put.number("slice_chunks", plan.variant == KernelVariant::kCpu
+                                 ? 0
+                                 : std::min<int64_t>(plan.chunks_per_row, kSliceChunks));
+  put.number("persistent", plan.variant == KernelVariant::kStreamed);
+  put.number("chunk_elems", plan.chunk_elems);
+  put.number("vector_io", plan.vector_io);
+  put.number("threads_per_row", plan.threads_per_row);
+  put.number("lanes_per_thread", plan.lanes_per_thread);
+  put.number("slices", plan.slices);
+  put.number("cluster_ctas", plan.cluster_ctas);
+  put.number("chunks_per_thread", plan.chunks_per_thread);
+  put.number("rows_per_cta", plan.rows_per_cta);
+  put.number("block_threads", plan.block_threads);
+  put.number("grid", plan.grid);
+  put.number("stages", plan.stages);
+  put.number("smem_bytes", plan.smem_bytes);
+  put.number("pdl", plan.use_pdl);
+  put.number("image_sass", plan.image_sass_arch);
+  put.number("image_ptx", plan.image_ptx_arch);
+  if (!put.complete()) throw std::logic_error("plan_facts: a plan field was left unset");
+  // The leading dimensions walked, outermost first: sizes, then x's strides.
+  for (int d = p.row_dims.count - 1; d >= 0; --d) {
+    facts.lists[0].push_back(p.row_dims.size[d]);
+    facts.lists[1].push_back(p.x_strides.s[d]);
+  }
+  return facts;
+}
+
+std::string describe(const NormPlan& plan, const NormProblem& p, const DeviceInfo& device) {
+  const PlanFacts facts = plan_facts(plan, p, device);
+  std::string s;
+  auto field = [&](const char* name, const std::string& value) {
+    s += (s.empty() ? "" : " ") + std::string(name) + "=" + value;
+  };
+  for (size_t i = 0; i < facts.text.size(); ++i) field(kPlanTextFields[i], facts.text[i]);
+  for (size_t i = 0; i < facts.numbers.size(); ++i) {
+    field(kPlanNumberFields[i], std::to_string(facts.numbers[i]));
+  }
+  for (size_t i = 0; i < facts.lists.size(); ++i) {
+    std::string list;
+    for (const int64_t v : facts.lists[i]) list += (list.empty() ? "" : ",") + std::to_string(v);
+    field(kPlanListFields[i], list);
+  }
   return s;
 }
 

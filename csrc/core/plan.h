@@ -8,9 +8,11 @@
 // in registers or read twice, and how many rows share a CTA change speed, never the bits.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/problem.h"
 
@@ -168,7 +170,45 @@ int64_t tile_smem_bytes(const NormProblem& problem, int block_threads);
 std::string plan_violation(const NormPlan& plan, const NormProblem& problem,
                            const DeviceInfo& device);
 
-// One line, `key=value` pairs, readable and parsed by oink.explain().
+// A plan as named values: what oink.explain() returns (its Python Plan has exactly these fields,
+// tests/python/test_python_surface.py) and what describe() prints. Names, in order:
+inline constexpr std::array<const char*, 5> kPlanTextFields = {"op", "variant", "device", "x_dtype",
+                                                               "weight_dtype"};
+inline constexpr std::array<const char*, 22> kPlanNumberFields = {"M",
+                                                                  "N",
+                                                                  "ld_x",
+                                                                  "ld_residual",
+                                                                  "row_dims",
+                                                                  "chunk_elems",
+                                                                  "vector_io",
+                                                                  "threads_per_row",
+                                                                  "lanes_per_thread",
+                                                                  "slices",
+                                                                  "slice_chunks",
+                                                                  "cluster_ctas",
+                                                                  "chunks_per_thread",
+                                                                  "rows_per_cta",
+                                                                  "block_threads",
+                                                                  "grid",
+                                                                  "stages",
+                                                                  "persistent",
+                                                                  "smem_bytes",
+                                                                  "pdl",
+                                                                  "image_sass",
+                                                                  "image_ptx"};
+// The two lists (sizes and x strides over the leading dimensions walked per row, outermost
+// first) come after the numbers, under these names.
+inline constexpr std::array<const char*, 2> kPlanListFields = {"row_sizes", "x_strides"};
+
+struct PlanFacts {
+  std::array<std::string, kPlanTextFields.size()> text;
+  std::array<int64_t, kPlanNumberFields.size()> numbers;  // flags are 0 or 1
+  std::array<std::vector<int64_t>, kPlanListFields.size()> lists;
+};
+
+PlanFacts plan_facts(const NormPlan& plan, const NormProblem& problem, const DeviceInfo& device);
+
+// One line of `key=value` pairs from plan_facts(), for messages and traces.
 std::string describe(const NormPlan& plan, const NormProblem& problem, const DeviceInfo& device);
 
 }  // namespace oink

@@ -29,10 +29,12 @@ STABLE_TORCH_LIBRARY(oink, m) {
       "Tensor rstd) -> (Tensor, Tensor?, Tensor?)");
   // In place, vLLM semantics: residual <- x + residual; x <- rmsnorm(residual, weight, eps).
   m.def("fused_add_rms_norm(Tensor(a!) x, Tensor(b!) residual, Tensor? weight, float eps) -> ()");
-  // The launch plan a call would use, as `key=value` pairs (oink.explain parses it).
+  // The launch plan a call would use, as named fields (core/plan.h, plan_facts): the names of
+  // the text, number and list fields, then the texts, the numbers and the two lists (oink.explain
+  // makes a Plan of them).
   m.def(
       "explain(str op, Tensor x, Tensor? weight=None, Tensor? residual=None, float eps=1e-6) -> "
-      "str");
+      "(str[] names, str[] texts, int[] numbers, int[] row_sizes, int[] x_strides)");
   // Whether later launches may use programmatic dependent launch (default true; sm_90+ only).
   // Returns the previous setting. A process-wide choice, read when a call is planned.
   m.def("set_pdl(bool enabled) -> bool");

@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/cuda_targets.h"
@@ -271,8 +272,13 @@ BackwardResult rmsnorm_backward(Tensor dy, Tensor x, std::optional<Tensor> weigh
   return {dx, dweight};
 }
 
-std::string explain(std::string op, Tensor x, std::optional<Tensor> weight,
-                    std::optional<Tensor> residual, double eps) {
+// The plan as plan_facts() names it: (names of the text, number and list fields in that order,
+// the texts, the numbers, then the lists).
+using ExplainResult = std::tuple<std::vector<std::string>, std::vector<std::string>,
+                                 std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>>;
+
+ExplainResult explain(std::string op, Tensor x, std::optional<Tensor> weight,
+                      std::optional<Tensor> residual, double eps) {
   NormProblem problem;
   if (op == "rmsnorm") {
     RowView x_rows;
@@ -292,7 +298,15 @@ std::string explain(std::string op, Tensor x, std::optional<Tensor> weight,
   std::optional<torch::stable::accelerator::DeviceGuard> guard;
   if (x.is_cuda()) guard.emplace(x.get_device_index());
 #endif
-  return describe(plan_call(op.c_str(), problem, x), problem, device_info_of(x));
+  const PlanFacts facts = plan_facts(plan_call(op.c_str(), problem, x), problem, device_info_of(x));
+  std::vector<std::string> names;
+  for (const char* name : kPlanTextFields) names.emplace_back(name);
+  for (const char* name : kPlanNumberFields) names.emplace_back(name);
+  for (const char* name : kPlanListFields) names.emplace_back(name);
+  static_assert(kPlanListFields.size() == 2, "explain's schema returns two lists");
+  return {names, std::vector<std::string>(facts.text.begin(), facts.text.end()),
+          std::vector<int64_t>(facts.numbers.begin(), facts.numbers.end()), facts.lists[0],
+          facts.lists[1]};
 }
 
 // The nvcc targets this build embeds ("" without CUDA kernels): python/oink decides from it, and

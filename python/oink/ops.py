@@ -146,7 +146,7 @@ class Plan:
     stages: int = 0  # streamed: row groups in flight per CTA
     persistent: bool = False  # streamed: CTAs loop over row groups (every other schedule: one pass)
     smem_bytes: int = 0  # streamed, tile: dynamic shared memory per CTA
-    ld_residual: int | None = None
+    ld_residual: int = 0  # the fused op's residual row stride (0: rmsnorm, no residual)
     row_dims: int = 1  # leading dimensions walked per row (1: rows with one stride)
     row_sizes: tuple[int, ...] = ()  # their sizes, outermost first
     x_strides: tuple[int, ...] = ()  # x's strides over them
@@ -154,22 +154,28 @@ class Plan:
     image_ptx: int = 0  # ... and the PTX architecture it was compiled for (PDL needs >= 90)
 
     @classmethod
-    def parse(cls, text: str) -> Plan:
-        raw = dict(item.split("=", 1) for item in text.split())
-        kwargs = {}
-        for f in fields(cls):
-            if f.name not in raw:
-                continue
-            value = raw[f.name]
-            if f.name in ("vector_io", "pdl", "persistent"):
-                kwargs[f.name] = value == "1"
-            elif f.name in ("op", "variant", "device", "x_dtype", "weight_dtype"):
-                kwargs[f.name] = value
-            elif f.name in ("row_sizes", "x_strides"):
-                kwargs[f.name] = tuple(int(v) for v in value.split(",") if v)
-            else:
-                kwargs[f.name] = int(value)
-        return cls(**kwargs)
+    def from_fields(
+        cls,
+        names: list[str],
+        texts: list[str],
+        numbers: list[int],
+        row_sizes: list[int],
+        x_strides: list[int],
+    ) -> Plan:
+        """The Plan of oink::explain's named fields (core/plan.h, plan_facts: texts, then numbers,
+        then the two lists). Flags arrive as 0 or 1."""
+        values = [*texts, *numbers, tuple(row_sizes), tuple(x_strides)]
+        if len(names) != len(values):
+            raise RuntimeError(f"oink.explain: {len(names)} field names for {len(values)} values")
+        types = {f.name: f.type for f in fields(cls)}
+        unknown = sorted(set(names) - set(types))
+        if unknown:  # an extension newer than this Python package
+            raise RuntimeError(
+                f"oink.explain: the extension's plan has fields {unknown} that "
+                "oink.Plan lacks: the extension and the Python package differ"
+            )
+        pairs = zip(names, values, strict=True)
+        return cls(**{n: bool(v) if types[n] == "bool" else v for n, v in pairs})
 
     def __str__(self) -> str:
         io = "16-byte vectors" if self.vector_io else "element by element (unaligned or odd N)"
@@ -237,4 +243,4 @@ def explain(
     loads the kernel the plan selects (its image decides PDL)."""
     if op == "fused_add_rms_norm" and residual is None:
         residual = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
-    return Plan.parse(torch.ops.oink.explain.default(op, x, weight, residual, eps))
+    return Plan.from_fields(*torch.ops.oink.explain.default(op, x, weight, residual, eps))

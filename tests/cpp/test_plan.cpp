@@ -771,5 +771,42 @@ TEST(PlanViolation, CatchesBrokenPlans) {
   }
 }
 
+TEST(PlanFacts, NameEveryFieldOnceWithThePlansValues) {
+  const NormProblem view = head_view_bf16(4096, 4096);
+  const NormPlan plan = make_plan(view, hopper());
+  const PlanFacts facts = plan_facts(plan, view, hopper());  // throws if a field is left unset
+  EXPECT_EQ(facts.text[0], "rmsnorm");
+  EXPECT_EQ(facts.text[1], variant_name(plan.variant));
+  EXPECT_EQ(facts.text[2], "sm_90");
+  auto number = [&](std::string_view name) {
+    for (size_t i = 0; i < kPlanNumberFields.size(); ++i) {
+      if (name == kPlanNumberFields[i]) return facts.numbers[i];
+    }
+    ADD_FAILURE() << "no number field " << name;
+    return int64_t{-1};
+  };
+  EXPECT_EQ(number("M"), 4096);
+  EXPECT_EQ(number("N"), 4096);
+  EXPECT_EQ(number("ld_residual"), 0);  // rmsnorm has no residual
+  EXPECT_EQ(number("grid"), plan.grid);
+  EXPECT_EQ(number("threads_per_row"), plan.threads_per_row);
+  EXPECT_EQ(number("row_dims"), 2);
+  // Outermost first: 1024 groups of 4 rows, 5N apart; rows N apart.
+  EXPECT_EQ(facts.lists[0], (std::vector<int64_t>{1024, 4}));
+  EXPECT_EQ(facts.lists[1], (std::vector<int64_t>{5 * 4096, 4096}));
+  // describe() prints each field once, by name.
+  const std::string line = describe(plan, view, hopper());
+  for (const char* name : kPlanTextFields) {
+    EXPECT_NE(line.find(std::string(name) + "="), std::string::npos) << name;
+  }
+  for (const char* name : kPlanNumberFields) {
+    EXPECT_NE(line.find(" " + std::string(name) + "="), std::string::npos) << name;
+  }
+  EXPECT_NE(line.find(" row_sizes=1024,4 x_strides=20480,4096"), std::string::npos) << line;
+  const NormProblem fused = fused_bf16(4096, 8);
+  const PlanFacts fused_facts = plan_facts(make_plan(fused, hopper()), fused, hopper());
+  EXPECT_EQ(fused_facts.text[0], "fused_add_rms_norm");
+}
+
 }  // namespace
 }  // namespace oink

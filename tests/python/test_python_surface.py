@@ -1,5 +1,6 @@
 """The Python shell: import without CUDA initialisation, explain(), wrappers."""
 
+import dataclasses
 import subprocess
 import sys
 
@@ -51,6 +52,22 @@ def test_explain_describes_the_plan(device):
         assert not oink.explain(unaligned, w).vector_io
         # A float32 weight on 16-bit rows would not fit the tile's registers: streamed.
         assert oink.explain(x, w.float()).variant == "streamed"
+
+
+def test_explain_returns_exactly_the_fields_of_plan():
+    """The extension names the plan's fields (core/plan.h); oink.Plan has exactly those, so a
+    field added on one side only fails here, not as a silently defaulted attribute."""
+    x = torch.randn(6, 5, 64)[:, 1:]  # rows over two leading dimensions
+    names, texts, numbers, row_sizes, x_strides = torch.ops.oink.explain.default(
+        "rmsnorm", x, None, None, 1e-6
+    )
+    assert sorted(names) == sorted(f.name for f in dataclasses.fields(oink.Plan))
+    assert len(names) == len(texts) + len(numbers) + 2
+    assert row_sizes == [6, 4] and x_strides == [320, 64]
+    plan = oink.explain(x)
+    assert plan.row_dims == 2 and plan.row_sizes == (6, 4) and plan.x_strides == (320, 64)
+    assert plan.weight_dtype == "none" and plan.ld_residual == 0
+    assert isinstance(plan.vector_io, bool) and isinstance(plan.pdl, bool)
 
 
 @pytest.mark.parametrize("device", DEVICES)
