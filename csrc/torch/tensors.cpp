@@ -2,8 +2,10 @@
 #include "torch/tensors.h"
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -48,7 +50,13 @@ Tensor per_row_for(const Tensor& x, DType x_dtype) {
   }
   const int32_t dtype =
       x_dtype == DType::kFloat64 ? aoti_torch_dtype_float64() : aoti_torch_dtype_float32();
-  return empty_on(x, dtype, dims, sizes.data(), strides.data());
+  Tensor stats = empty_on(x, dtype, dims, sizes.data(), strides.data());
+  // Rows of no elements have no kernel run over them: their statistics are 0 / 0, NaN, as
+  // PyTorch's (native_layer_norm, _fused_rms_norm), never whatever the allocation held.
+  if (!sizes.empty() && sizes.back() == 0 && stats.numel() > 0) {
+    torch::stable::fill_(stats, std::numeric_limits<double>::quiet_NaN());
+  }
+  return stats;
 }
 
 void require_cpu_for(const char* op, const Tensor& x) {

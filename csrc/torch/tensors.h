@@ -25,7 +25,8 @@ Tensor empty_strided_like(const Tensor& x, const int64_t* sizes, const int64_t* 
 Tensor output_for(const Tensor& x, const RowView& x_rows);
 
 // One value per row, in x's logical row order: x.shape[:-1], contiguous, float32 (float64 for
-// float64 rows): the statistics the forward ops save for the backward ones.
+// float64 rows): the statistics the forward ops save for the backward ones. NaN for rows of
+// N = 0 (0 / 0, as PyTorch's); uninitialised otherwise, for the kernels to write.
 Tensor per_row_for(const Tensor& x, DType x_dtype);
 
 // The training ops run on the CPU in this version; on a CUDA tensor they say so.

@@ -321,3 +321,17 @@ def test_backward_of_empty_and_one_d_inputs(device, shape, gen):
         if x.numel() == 0:
             assert torch.equal(w.grad, torch.zeros_like(w))
     assert oink.rmsnorm_forward(x.detach())[1].shape == shape[:-1]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_statistics_of_empty_rows_are_nan_as_torchs(device):
+    """Rows of N = 0: mean(x^2) and mean(x) are 0 / 0. No kernel runs over them, and the saved
+    statistics are NaN, as PyTorch's, not what the allocation held."""
+    x = torch.empty(3, 0, device=device)
+    _, rstd = oink.rmsnorm_forward(x)
+    assert rstd.shape == (3,) and rstd.isnan().all()
+    _, want = torch._fused_rms_norm(x, [0], None, EPS)
+    assert want.isnan().all()
+    if device == "cpu":  # layernorm_forward runs on the CPU only in this version
+        _, mean, rstd = oink.layernorm_forward(x)
+        assert mean.isnan().all() and rstd.isnan().all()
