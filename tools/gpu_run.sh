@@ -128,7 +128,7 @@ if has_stage kernels; then
   # Evidence for docs/kernels.md: registers and spills per kernel, 128-bit accesses in SASS.
   rm -rf "$KERNEL_BUILD" && configure_kernel_build
   ninja -C "$KERNEL_BUILD" oink_kernels >"$OUT/kernels.txt" 2>&1
-  obj=$(find "$KERNEL_BUILD" -name 'rmsnorm.cu.o' | head -1)
+  obj=$(find "$KERNEL_BUILD" -name 'norm_forward.cu.o' | head -1)
   {
     echo "== SASS global memory instructions (sm_90a), count by width"
     cuobjdump --dump-sass "$obj" | grep -oE '(LDG|STG|LDGSTS)\.E[.A-Z0-9]*' | sort | uniq -c

@@ -3,8 +3,8 @@
 ops, every dtype and weight combination, padded and unaligned rows, the layouts of GUIDE §1 (QKV
 head views, transposed views, rmsnorm.out into a head view, the fused op on independent views, no
 weight), with and without PDL; and the training ops (--ops): rmsnorm_forward in every forward
-schedule and rmsnorm_backward in every variant of its kernel. Exits non-zero if any result is
-wrong.
+schedule, layernorm_forward, and rmsnorm_backward in every variant of its kernel. Exits non-zero
+if any result is wrong.
 
 Results are checked on the CPU so that the only kernels racecheck sees are oink's and copies:
 PyTorch's own CUDA reduction (the float64 mean of a GPU-side reference) reports shared-memory
@@ -30,6 +30,9 @@ LARGE_N = [64, 4096, 6144, 16384, 32768]
 # rows of 2 chunks and long unaligned rows copied into aligned ones (padded cases); M = 70: three
 # weight-gradient blocks, the last one short.
 BACKWARD_N = [7, 64, 1000, 4096, 8192, 12000, 16384]
+# layernorm (CUDA: the registers schedule): rows shorter than a warp, 1 and 2 chunks a lane,
+# element-wise rows (1001), the longest rows of one slice.
+LAYERNORM_N = [7, 64, 1001, 4096, 8192, 16384]
 
 
 def cases(dtype):
@@ -64,9 +67,10 @@ def main() -> int:
         "--ops",
         choices=("all", "inference", "training", "backward"),
         default="all",
-        help="rmsnorm and the fused op (inference), rmsnorm_forward and rmsnorm_backward "
-        "(training), rmsnorm_backward alone (backward: its shared memory and barriers are the "
-        "only new ones, so racecheck and synccheck need no more), or all (default)",
+        help="rmsnorm and the fused op (inference), rmsnorm_forward, layernorm_forward and "
+        "rmsnorm_backward (training), rmsnorm_backward alone (backward: its shared memory and "
+        "barriers are the only new ones, so racecheck and synccheck need no more), or all "
+        "(default)",
     )
     args = parser.parse_args()
     pdl_settings = {"both": (True, False), "on": (True,), "off": (False,)}[args.pdl]
@@ -119,6 +123,7 @@ def check_training(dtype, wdtype, g, forward: bool) -> int:
         w = None if wdtype is None else torch.randn(n, generator=g).to(wdtype).cuda()
         y, _ = oink.rmsnorm_forward(x, w, 1e-6)
         failures += int(not torch.equal(y, oink.rmsnorm(x, w, 1e-6)))
+    failures += check_layernorm(dtype, wdtype, g) if forward else 0
     for n in BACKWARD_N:
         if dtype == torch.float32 and n > 8192:
             continue
@@ -137,6 +142,29 @@ def check_training(dtype, wdtype, g, forward: bool) -> int:
                 dw_scale = ref_dw.double().abs().max().item()
                 failures += int(not torch.allclose(dw.cpu().double(), ref_dw.double(), rtol=2e-2,
                                                    atol=1e-2 * dw_scale))  # fmt: skip
+    return failures
+
+
+def check_layernorm(dtype, wdtype, g) -> int:
+    """layernorm and layernorm_forward (the registers schedule, 1 and 2 chunks a lane, vector
+    and element-wise I/O, with and without weight and bias) against the CPU's float64 kernel,
+    loosely."""
+    failures = 0
+    for n in LAYERNORM_N:
+        if dtype == torch.float32 and n > 8192:
+            continue
+        for m, pad, offset in [(5, 0, 0), (5, 3, 1), (schedule_test_rows(n, dtype), 0, 0)]:
+            x = padded_rows(m, n, dtype, "cuda", pad=pad, offset=offset, generator=g)
+            w = None if wdtype is None else torch.randn(n, generator=g).to(wdtype).cuda()
+            b = None if wdtype is None else torch.randn(n, generator=g).to(wdtype).cuda()
+            y, mean, rstd = oink.layernorm_forward(x, w, b, 1e-5)
+            failures += int(not torch.equal(y, oink.layernorm(x, w, b, 1e-5)))
+            w_cpu, b_cpu = (None if t is None else t.cpu() for t in (w, b))
+            ref, ref_mean, ref_rstd = oink.layernorm_forward(x.cpu(), w_cpu, b_cpu, 1e-5)
+            failures += int(not torch.allclose(y.cpu().double(), ref.double(), rtol=2e-2,
+                                               atol=2e-2))  # fmt: skip
+            failures += int(not torch.allclose(mean.cpu(), ref_mean, rtol=1e-4, atol=1e-5))
+            failures += int(not torch.allclose(rstd.cpu(), ref_rstd, rtol=1e-4))
     return failures
 
 

@@ -1,5 +1,6 @@
-// Pointers and scalars of one call, shared by the CPU and CUDA kernels. Sizes and strides live in
-// NormProblem. For the fused op `out` is `x` (normalised in place) and `residual` is updated.
+// Pointers and scalars of one call, shared by the CPU and CUDA kernels (the CPU's LayerNorm has
+// its own, cpu/layernorm_cpu.h). Sizes and strides live in NormProblem. For the fused op `out` is
+// `x` (normalised in place) and `residual` is updated.
 #pragma once
 
 namespace oink {
@@ -11,8 +12,11 @@ struct NormArgs {
   const void* weight = nullptr;  // [N] contiguous, or nullptr for no scaling
   float eps = 0.f;
   // [M] 1/rms per row (float32; float64 for float64 rows, CPU only), or nullptr: rmsnorm_forward
-  // (NormProblem::saves_rstd)
+  // (NormProblem::saves_stats)
   void* rstd = nullptr;
+  // LayerNorm on CUDA: [M] means (float32), saved as rstd; and the [N] bias as float32, or nullptr.
+  void* mean = nullptr;
+  const void* bias = nullptr;
 };
 
 }  // namespace oink

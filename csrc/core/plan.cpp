@@ -33,6 +33,7 @@ bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
     return false;
   }
   if (p.has_weight && p.w_align < chunk_elems * dtype_size(p.w_dtype)) return false;
+  if (p.has_bias && p.bias_align < chunk_elems * 4) return false;  // float32 (NormArgs::bias)
   return true;
 }
 
@@ -226,6 +227,13 @@ int threads_per_row_for(int64_t cols, DType x_dtype) {
   return static_cast<int>(threads < kMaxThreadsPerRow ? threads : kMaxThreadsPerRow);
 }
 
+std::string cuda_forward_unsupported(const NormProblem& p) {
+  if (p.op != NormOp::kLayerNorm || slices_for(p.cols, p.x_dtype) == 1) return "";
+  const int64_t limit = kSliceChunks * int64_t{16 / dtype_size(p.x_dtype)};
+  return "must have N <= " + std::to_string(limit) + " (x.size(-1)) on CUDA for " +
+         dtype_name(p.x_dtype) + " rows: layernorm's CUDA kernel holds a row in registers";
+}
+
 NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchOptions& options,
                    const KernelImageOf& image_of) {
   NormPlan plan;
@@ -251,7 +259,12 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
                                                         plan.block_threads, plan.rows_per_cta)
                                        : StreamedShape{};
     const TileShape tile = tile_shape(plan.threads_per_row, p.rows);
-    if (plan.slices > 1) {
+    if (p.op == NormOp::kLayerNorm) {
+      // Its one schedule: the row held in registers for both statistics (row_op.cuh). Longer
+      // rows are refused before planning (cuda_forward_unsupported).
+      plan.variant = KernelVariant::kRowInRegisters;
+      plan.chunks_per_thread = static_cast<int>(next_pow2(needed));
+    } else if (plan.slices > 1) {
       // Every batch size the same way: a long row's reduction is its slices' (see kSliceChunks).
       if (cluster_fits(p, device, plan.slices, plan.vector_io) && smem_weight_pays(p)) {
         plan.variant = KernelVariant::kCluster;
@@ -302,11 +315,22 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
 }
 
 std::string plan_violation(const NormPlan& plan, const NormProblem& p, const DeviceInfo& device) {
-  if (p.saves_rstd && p.op != NormOp::kRmsNorm) return "only rmsnorm saves rstd (rmsnorm_forward)";
+  if (p.saves_stats && p.op == NormOp::kFusedAddRmsNorm) {
+    return "the fused op saves no statistics (rmsnorm_forward and layernorm_forward do)";
+  }
+  if (p.has_bias && p.op != NormOp::kLayerNorm) return "only layernorm has a bias";
   if (plan.chunk_elems * dtype_size(p.x_dtype) != 16) return "chunk is not 16 bytes";
   if (plan.chunks_per_row * plan.chunk_elems < p.cols) return "chunks do not cover the row";
   if (plan.variant == KernelVariant::kCpu) {
     return plan.grid == p.rows ? "" : "cpu plan must have one task per row";
+  }
+  if (p.op == NormOp::kLayerNorm) {
+    if (plan.variant != KernelVariant::kRowInRegisters) {
+      return "layernorm runs the row_in_registers variant only (its two statistics)";
+    }
+    if (p.has_weight && p.w_dtype != DType::kFloat32) {
+      return "layernorm's CUDA kernels take a float32 weight (the binding widens it)";
+    }
   }
   const int tpr = plan.threads_per_row;
   if (tpr < 1 || tpr > kMaxThreadsPerRow || (tpr & (tpr - 1)) != 0) {

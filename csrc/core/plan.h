@@ -152,6 +152,11 @@ int threads_per_row_for(int64_t cols, DType x_dtype);
 // Slices of a row's reduction layout (1 up to kSliceChunks chunks): batch-invariant too.
 int slices_for(int64_t cols, DType x_dtype);
 
+// Why `problem` has no CUDA schedule (a message naming N and the limit), or "" when it has one:
+// LayerNorm runs the registers schedule only, whose rows are one slice: N <= 16384 at 16 bits,
+// 8192 at float32. The binding raises it as an argument error before planning.
+std::string cuda_forward_unsupported(const NormProblem& problem);
+
 // Pure function of its inputs (and of what `image_of` answers). Throws std::logic_error if the
 // plan it built breaks an invariant (a bug in the planner, never a user error: inputs are
 // validated before planning). Without `image_of` the image is unknown and PDL is never planned.

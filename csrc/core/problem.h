@@ -12,7 +12,7 @@ namespace oink {
 enum class NormOp : uint8_t {
   kRmsNorm,          // out = rmsnorm(x)
   kFusedAddRmsNorm,  // residual = x + residual; x = rmsnorm(residual)   (vLLM semantics)
-  kLayerNorm,        // out = layernorm(x) (CPU kernels only in this version; never planned)
+  kLayerNorm,        // out = layernorm(x, weight, bias) (CUDA: the registers schedule only)
 };
 
 constexpr const char* op_name(NormOp op) {
@@ -27,9 +27,11 @@ struct NormProblem {
   DType x_dtype = DType::kBFloat16;  // also the dtype of out and residual
   DType w_dtype = DType::kBFloat16;  // ignored when has_weight is false
   bool has_weight = true;
-  // rmsnorm_forward: rmsnorm that also writes each row's rstd (NormArgs::rstd). Same plan, same
-  // bits in out.
-  bool saves_rstd = false;
+  // layernorm only: a bias is added (on CUDA a float32 copy, NormArgs::bias).
+  bool has_bias = false;
+  // rmsnorm_forward, layernorm_forward: the op that also writes each row's statistics
+  // (NormArgs::rstd; layernorm: and mean). Same plan, same bits in out.
+  bool saves_stats = false;
   int64_t rows = 0;  // M
   int64_t cols = 0;  // N
   // The leading dimensions of x, out (rmsnorm) and residual (fused op), coalesced together, and
@@ -37,7 +39,7 @@ struct NormProblem {
   RowDims row_dims;
   RowStrides x_strides, out_strides, residual_strides;
   // Largest power of two (capped at 256) dividing each base address; 0 = absent.
-  int x_align = 256, out_align = 256, residual_align = 256, w_align = 256;
+  int x_align = 256, out_align = 256, residual_align = 256, w_align = 256, bias_align = 256;
 
   // Rows with one stride each: row r of x at r * ld_x() (and so on).
   int64_t ld_x() const { return x_strides.s[0]; }

@@ -1,5 +1,5 @@
 // The device side of planning: DeviceInfo read from the device, and plans made with the CUDA
-// runtime's answer about the kernel images (kernel_image in rmsnorm.cu).
+// runtime's answer about the kernel images (kernel_image in norm_forward.cu).
 #include <array>
 #include <mutex>
 #include <stdexcept>

@@ -1,6 +1,6 @@
 // One kernel launch, with programmatic dependent launch when asked: the launch attribute that lets
 // the kernel's griddepcontrol.wait overlap its start with the previous kernel's end. Shared by the
-// library's launches (rmsnorm.cu) and the latency-floor kernels of bench/schedules. The caller
+// library's launches (norm_forward.cu) and the latency-floor kernels of bench/schedules. The caller
 // asks for PDL only for a kernel whose image holds griddepcontrol (core/plan.h, KernelImage).
 #pragma once
 

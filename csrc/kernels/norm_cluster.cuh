@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, O
   Acc total = 0;
   for (int k = 0; k < slices; ++k) total += slice_sums[k];
   const Acc rstd = Row::inv_rms(total, p);
-  Row::save_rstd(p, row, slice == 0 && t == 0, rstd);
+  Row::save_stats(p, row, slice == 0 && t == 0, rstd);
   thread.store(rstd);
 }
 

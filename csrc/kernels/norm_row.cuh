@@ -1,7 +1,7 @@
 // What every RMSNorm schedule does to one row, whatever the schedule: where the row lives, how a
 // chunk becomes the normalised source (the fused op adds and stores the residual), the sum of
-// squares, the inverse RMS and the final scaled store. The kernels in rmsnorm.cu differ only in
-// where chunks wait between load and use (registers, shared memory, L2), never in arithmetic, so
+// squares, the inverse RMS and the final scaled store. The kernels in norm_forward.cu differ only
+// in where chunks wait between load and use (registers, shared memory, L2), never in arithmetic, so
 // every schedule gives the same bits for a row.
 #pragma once
 
@@ -47,7 +47,10 @@ struct KernelParams {
   RowIndexer row_index;
   RowStrides x_strides, out_strides, residual_strides;
   // Last, so that no other field moves: the inference kernels' SASS stays byte-identical.
-  float* rstd;  // [M] 1/rms per row, logical row order: ops with kSavesRstd only
+  float* rstd;        // [M] 1/rms (layernorm: 1/sqrt(var + eps)) per row, logical row order:
+                      // ops with kSavesStats only
+  float* mean;        // [M] layernorm's row means, as rstd (LayerNormSavingStatsOp only)
+  const float* bias;  // [N] layernorm's bias (float32, widened once by the binding), or nullptr
 };
 
 // The hot fields' budget: two 64-byte constant-cache lines at most.
@@ -156,6 +159,18 @@ struct NormRow {
     return w;
   }
 
+  // The row's statistics, as the schedules that are generic over the row type see them
+  // (norm_row_group.cuh's registers kernel; layernorm_row.cuh has the other row type): one
+  // reduction, whose per-thread terms are first_terms' (the squares), finished into Stats by
+  // finish_first (rstd). store_normalized takes the Stats. (Returned by value: an output
+  // parameter changed the registers kernel's PTX for RMSNorm rows.)
+  using Stats = Acc;
+  static constexpr int kReductions = 1;
+  __device__ static Acc first_terms(const XVec& v, Acc acc) { return add_squares(v, acc); }
+  __device__ static Stats finish_first(Acc total, const KernelParams& p) {
+    return inv_rms(total, p);
+  }
+
   // Squares in increasing element order: the per-thread half of the fixed reduction order.
   __device__ static Acc add_squares(const XVec& v, Acc acc) {
 #pragma unroll
@@ -182,8 +197,8 @@ struct NormRow {
 
   // rmsnorm_forward: row `row`'s rstd, rounded once to float32, by the one thread per row that
   // `writer` names. Nothing for the other ops (compiled out).
-  __device__ static void save_rstd(const KernelParams& p, int64_t row, bool writer, Acc rstd) {
-    if constexpr (Op::kSavesRstd) {
+  __device__ static void save_stats(const KernelParams& p, int64_t row, bool writer, Acc rstd) {
+    if constexpr (Op::kSavesStats) {
       if (writer) p.rstd[row] = static_cast<float>(rstd);
     }
   }

@@ -7,25 +7,37 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/plan.h"
 #include "device/reduce.cuh"
 #include "device/vec.cuh"
+#include "kernels/layernorm_row.cuh"
 #include "kernels/norm_row.cuh"
 #include "kernels/row_op.cuh"
 
 namespace oink {
 
-// kChunks: register capacity per thread (1 or 2), or 0 for the two-pass variant.
+// The row type of an op (row_op.cuh, kFamily).
+template <typename T, typename W, typename Op, bool kVector>
+using RowOf = std::conditional_t<Op::kFamily == RowFamily::kLayerNorm,
+                                 LayerNormRow<T, W, Op, kVector>, NormRow<T, W, Op, kVector>>;
+
+// kChunks: register capacity per thread (1 or 2), or 0 for the two-pass variant (RMSNorm rows
+// only: LayerNorm's two statistics would read the row three times).
 template <typename T, typename W, typename Op, bool kVector, int kChunks>
 __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
-  using Row = NormRow<T, W, Op, kVector>;
+  using Row = RowOf<T, W, Op, kVector>;
+  static_assert(kChunks > 0 || Op::kFamily == RowFamily::kRmsNorm, "two_pass is RMSNorm's");
   constexpr bool kAddsResidual = Op::kAddsResidual;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;
   using WVec = typename Row::WVec;
   constexpr int kElems = Row::kElems;
   __shared__ alignas(16) Acc warp_sums[32];
+  // LayerNorm's second reduction has its own warp values: it must not overwrite the first's
+  // while a slow warp still reads them. (Unused, and not allocated, for RMSNorm rows.)
+  __shared__ alignas(16) Acc second_warp_sums[Row::kReductions == 2 ? 32 : 1];
 
   // Where this thread's row and chunks are: parameters and thread indices only, so it is worked
   // out before begin_pdl's wait, while the preceding kernel finishes (with PDL); after the wait
@@ -115,12 +127,21 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
             v[i] = r.add_residual(col, v[i], r.load_residual(col));
           }
         }
-        acc = Row::add_squares(v[i], acc);
+        acc = Row::first_terms(v[i], acc);
       }
     }
-    const Acc rstd =
-        Row::inv_rms(device::row_reduce<typename Row::Statistic>(acc, tpr, warp_sums), p);
-    Row::save_rstd(p, row, active && lane == 0, rstd);
+    typename Row::Stats stats =
+        Row::finish_first(device::row_reduce<typename Row::Statistic>(acc, tpr, warp_sums), p);
+    if constexpr (Row::kReductions == 2) {
+      Acc second = 0;
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) {
+        if (mine[i]) second = Row::second_terms(v[i], second, stats);
+      }
+      stats = Row::finish_second(
+          device::row_reduce<typename Row::Statistic>(second, tpr, second_warp_sums), p, stats);
+    }
+    Row::save_stats(p, row, active && lane == 0, stats);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       if (mine[i]) {
@@ -133,7 +154,7 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
             wi = w[i];
           }
         }
-        r.store_normalized(col, v[i], wi, rstd);
+        r.store_normalized(col, v[i], wi, stats);
       }
     }
   } else {
@@ -176,7 +197,7 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
           acc, tpr, slice % 2 == 0 ? warp_sums : more_warp_sums);
     }
     const Acc rstd = Row::inv_rms(total, p);
-    Row::save_rstd(p, row, active && lane == 0, rstd);
+    Row::save_stats(p, row, active && lane == 0, rstd);
     if (active) {
       const T* src = kAddsResidual ? r.res : r.x;
       for (int64_t base = lane; base < chunks; base += int64_t{kStoreBatch} * tpr) {

@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
     }
     const Acc rstd =
         Row::inv_rms(device::row_reduce<typename Row::Statistic>(acc, tpr, warp_sums[parity]), p);
-    Row::save_rstd(p, row, active && lane == 0, rstd);
+    Row::save_stats(p, row, active && lane == 0, rstd);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       if (active && i < own) {

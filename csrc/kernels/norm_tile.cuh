@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, Op>))
   begin_pdl<W, true>(p);
   thread.issue();
   const Acc rstd = Thread::Row::inv_rms(thread.slice_sum(warp_sums), p);
-  Thread::Row::save_rstd(p, row, active && (threadIdx.x & (threads - 1)) == 0, rstd);
+  Thread::Row::save_stats(p, row, active && (threadIdx.x & (threads - 1)) == 0, rstd);
   thread.store(rstd);
 }
 

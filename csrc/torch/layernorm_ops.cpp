@@ -1,19 +1,24 @@
-// oink::layernorm, layernorm_forward and layernorm_backward (CPU in this version): validate ->
-// widen the weight and bias once -> the CPU kernels of cpu/layernorm_cpu.*. Fake kernels in
-// python/oink/_fake.py, autograd in python/oink/_autograd.py.
+// oink::layernorm, layernorm_forward (CPU and CUDA) and layernorm_backward (CPU in this
+// version): validate -> widen the weight and bias once (float64 for the CPU kernels of
+// cpu/layernorm_cpu.*, float32 for the CUDA ones) -> run. Fake kernels in python/oink/_fake.py,
+// autograd in python/oink/_autograd.py.
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "core/error.h"
+#include "core/plan.h"
 #include "core/problem.h"
 #include "cpu/layernorm_cpu.h"
 #include "cpu/norm_backward_cpu.h"
 #include "torch/checks.h"
+#include "torch/run.h"
 #include "torch/tensors.h"
 
 namespace oink {
@@ -31,11 +36,41 @@ std::vector<double> widened(const std::optional<Tensor>& t, DType dtype, int64_t
 
 const double* data_or_null(const std::vector<double>& v) { return v.empty() ? nullptr : v.data(); }
 
+// A weight or bias as the CUDA kernels read it: float32, contiguous (a new allocation unless it
+// already was float32: exact for every narrower dtype).
+std::optional<Tensor> as_float32(const std::optional<Tensor>& t) {
+  if (!t) return std::nullopt;
+  return torch::stable::to(*t, torch::headeronly::ScalarType::Float);
+}
+
+// The CUDA path: the registers schedule of kernels/layernorm_row.cuh, with the weight and bias
+// widened to float32 (one kernel type for every weight dtype).
+void forward_cuda(const char* op, NormProblem p, const Tensor& x, const Tensor& out,
+                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                  double eps, const Tensor& mean, const Tensor& rstd) {
+  const std::string unsupported = cuda_forward_unsupported(p);
+  if (!unsupported.empty()) throw ArgError(op, "x", unsupported, shape_of(x));
+  const std::optional<Tensor> w = as_float32(weight), b = as_float32(bias);
+  p.w_dtype = DType::kFloat32;
+  if (w) p.w_align = pointer_alignment(w->data_ptr());
+  p.has_bias = b.has_value();
+  if (b) p.bias_align = pointer_alignment(b->data_ptr());
+  NormArgs args;
+  args.x = x.data_ptr();
+  args.out = out.data_ptr();
+  args.weight = w ? w->data_ptr() : nullptr;
+  args.bias = b ? b->data_ptr() : nullptr;
+  args.eps = static_cast<float>(eps);
+  args.mean = p.saves_stats ? mean.data_ptr() : nullptr;
+  args.rstd = p.saves_stats ? rstd.data_ptr() : nullptr;
+  run_forward(op, p, args, x);
+}
+
 std::tuple<Tensor, Tensor, Tensor> forward(const char* op, const Tensor& x,
                                            const std::optional<Tensor>& weight,
                                            const std::optional<Tensor>& bias, double eps,
                                            bool save_stats) {
-  require_cpu_for(op, x);
+  require_kernels_for(op, x);
   RowView x_rows;
   NormProblem p = check_norm_inputs(NormOp::kLayerNorm, x, weight, nullptr, eps, &x_rows, op);
   const std::optional<DType> b_dtype = check_bias(op, x, bias, p.cols);
@@ -43,6 +78,11 @@ std::tuple<Tensor, Tensor, Tensor> forward(const char* op, const Tensor& x,
   check_out(p, op, x, x_rows, out);
   Tensor mean = save_stats ? per_row_for(x, p.x_dtype) : Tensor();
   Tensor rstd = save_stats ? per_row_for(x, p.x_dtype) : Tensor();
+  if (x.is_cuda()) {
+    p.saves_stats = save_stats;
+    forward_cuda(op, p, x, out, weight, bias, eps, mean, rstd);
+    return {out, mean, rstd};
+  }
   const std::vector<double> w = widened(weight, p.w_dtype, p.cols);
   const std::vector<double> b = widened(bias, b_dtype.value_or(p.x_dtype), p.cols);
   LayerNormArgs args;
@@ -137,7 +177,8 @@ STABLE_TORCH_LIBRARY_IMPL(oink, CPU, m) {
   m.impl("layernorm_backward", TORCH_BOX(&layernorm_backward));
 }
 
-// Registered for CUDA too, so that a CUDA tensor is told the op runs on the CPU only.
+// Registered for CUDA in every build: the backward tells a CUDA tensor it runs on the CPU only,
+// and a build without CUDA kernels says so (require_kernels_for).
 STABLE_TORCH_LIBRARY_IMPL(oink, CUDA, m) {
   m.impl("layernorm", TORCH_BOX(&layernorm));
   m.impl("layernorm_forward", TORCH_BOX(&layernorm_forward));

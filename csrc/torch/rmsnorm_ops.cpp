@@ -20,6 +20,7 @@
 #include "cpu/norm_backward_cpu.h"
 #include "cpu/norm_cpu.h"
 #include "torch/checks.h"
+#include "torch/run.h"
 #include "torch/tensors.h"
 
 #ifdef OINK_WITH_CUDA
@@ -30,83 +31,6 @@
 
 namespace oink {
 namespace {
-
-// Process-wide launch options (oink.set_pdl). Read once per call, at launch (or capture) time.
-std::atomic<bool> g_allow_pdl{true};
-
-LaunchOptions launch_options() {
-  LaunchOptions options;
-  options.allow_pdl = g_allow_pdl.load(std::memory_order_relaxed);
-  return options;
-}
-
-#ifndef OINK_WITH_CUDA
-[[noreturn]] void no_cuda_kernels(const char* op, const Tensor& x) {
-  throw std::runtime_error(
-      std::string("oink.") + op + ": this oink was built without CUDA kernels (no nvcc when it " +
-      "was built), so it cannot run on cuda:" + std::to_string(x.get_device_index()) +
-      "; use a CPU tensor, or rebuild oink with the CUDA toolkit installed " +
-      "(oink.cuda_available() tells which build this is)");
-}
-#endif
-
-// First thing in every op: a CUDA tensor needs a build with CUDA kernels.
-void require_kernels_for(const char* op, const Tensor& x) {
-#ifndef OINK_WITH_CUDA
-  if (x.defined() && x.is_cuda()) no_cuda_kernels(op, x);
-#else
-  (void)op;
-  (void)x;
-#endif
-}
-
-// The plan of a call: the CPU's, or the device's with the runtime's kernel images.
-NormPlan plan_call(const char* op, const NormProblem& problem, const Tensor& x) {
-  require_kernels_for(op, x);
-  if (x.is_cpu()) return make_plan(problem, DeviceInfo{}, launch_options());
-#ifdef OINK_WITH_CUDA
-  const int device = x.get_device_index();
-  return plan_on_device(problem, cuda_device_info(device), device, launch_options());
-#else
-  no_cuda_kernels(op, x);
-#endif
-}
-
-DeviceInfo device_info_of(const Tensor& x) {
-#ifdef OINK_WITH_CUDA
-  if (x.is_cuda()) return cuda_device_info(x.get_device_index());
-#else
-  (void)x;
-#endif
-  return DeviceInfo{};
-}
-
-void run(const char* op, const NormProblem& problem, const NormArgs& args, const Tensor& x) {
-  if (problem.rows == 0 || problem.cols == 0) return;
-  if (x.is_cpu()) {
-    // Enough elements per task that scheduling costs stay small next to the work.
-    const int64_t grain = std::max<int64_t>(1, 32768 / problem.cols);
-    torch::stable::parallel_for(0, problem.rows, grain, [&](int64_t begin, int64_t end) {
-      norm_rows_cpu(problem, args, begin, end);
-    });
-    return;
-  }
-#ifdef OINK_WITH_CUDA
-  const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
-  const NormPlan plan = plan_call(op, problem, x);
-  void* stream = nullptr;
-  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(x.get_device_index(), &stream));
-  const cudaError_t err = launch_norm(plan, problem, args, static_cast<cudaStream_t>(stream));
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();  // leave no error pending for the caller's next CUDA call
-    throw std::runtime_error(std::string("oink.") + op +
-                             ": kernel launch failed: " + cudaGetErrorString(err) + " (" +
-                             describe(plan, problem, device_info_of(x)) + ")");
-  }
-#else
-  no_cuda_kernels(op, x);
-#endif
-}
 
 NormArgs args_of(const Tensor& x, void* out, const std::optional<Tensor>& weight, double eps) {
   NormArgs args;
@@ -123,7 +47,7 @@ Tensor rmsnorm(Tensor x, std::optional<Tensor> weight, double eps) {
   NormProblem problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps, &x_rows);
   Tensor out = output_for(x, x_rows);
   check_out(problem, "rmsnorm", x, x_rows, out);
-  run("rmsnorm", problem, args_of(x, out.data_ptr(), weight, eps), x);
+  run_forward("rmsnorm", problem, args_of(x, out.data_ptr(), weight, eps), x);
   return out;
 }
 
@@ -132,7 +56,7 @@ Tensor rmsnorm_out(Tensor x, std::optional<Tensor> weight, double eps, Tensor ou
   RowView x_rows;
   NormProblem problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps, &x_rows);
   check_out(problem, "rmsnorm.out", x, x_rows, out);
-  run("rmsnorm.out", problem, args_of(x, out.data_ptr(), weight, eps), x);
+  run_forward("rmsnorm.out", problem, args_of(x, out.data_ptr(), weight, eps), x);
   return out;
 }
 
@@ -142,7 +66,7 @@ void fused_add_rms_norm(Tensor x, Tensor residual, std::optional<Tensor> weight,
       check_norm_inputs(NormOp::kFusedAddRmsNorm, x, weight, &residual, eps);
   NormArgs args = args_of(x, x.data_ptr(), weight, eps);
   args.residual = residual.data_ptr();
-  run("fused_add_rms_norm", problem, args, x);
+  run_forward("fused_add_rms_norm", problem, args, x);
 }
 
 // rmsnorm, also returning 1/rms per row (the backward pass's saved statistic): the same plan and
@@ -152,13 +76,13 @@ std::tuple<Tensor, Tensor> rmsnorm_forward(Tensor x, std::optional<Tensor> weigh
   RowView x_rows;
   NormProblem problem =
       check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps, &x_rows, "rmsnorm_forward");
-  problem.saves_rstd = true;
+  problem.saves_stats = true;
   Tensor out = output_for(x, x_rows);
   check_out(problem, "rmsnorm_forward", x, x_rows, out);
   Tensor rstd = per_row_for(x, problem.x_dtype);
   NormArgs args = args_of(x, out.data_ptr(), weight, eps);
   args.rstd = rstd.data_ptr();
-  run("rmsnorm_forward", problem, args, x);
+  run_forward("rmsnorm_forward", problem, args, x);
   return {out, rstd};
 }
 
@@ -324,7 +248,7 @@ bool serves_capability(int64_t major, int64_t minor) {
                        static_cast<int>(minor));
 }
 
-bool set_pdl(bool enabled) { return g_allow_pdl.exchange(enabled); }
+bool set_pdl(bool enabled) { return exchange_allow_pdl(enabled); }
 
 }  // namespace
 

@@ -1,4 +1,4 @@
-"""Gradients: oink.rmsnorm (CPU and CUDA) and oink.layernorm (CPU in this version) differentiate
+"""Gradients: oink.rmsnorm (CPU and CUDA) and oink.layernorm (CPU: its backward) differentiate
 through their _forward and _backward ops, and the in-place oink.fused_add_rms_norm (CPU and
 CUDA) records itself as an in-place op would. Every call without a backward raises on inputs
 that require grad, with grad mode on, instead of returning outputs whose gradients would be

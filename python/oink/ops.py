@@ -60,9 +60,10 @@ def layernorm(
     eps: float = 1e-5,
 ) -> torch.Tensor:
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last dimension (the biased
-    variance, as torch.nn.functional.layer_norm), in float64, rounded once to x's dtype. x's
-    layouts as rmsnorm's; weight and bias None or contiguous [N] tensors of any float dtype.
-    Differentiable. CPU only in this version (float64 included, for gradcheck)."""
+    variance, as torch.nn.functional.layer_norm), rounded once to x's dtype: in float64 on the
+    CPU (float64 x included, for gradcheck); on CUDA in float32 (float64 for float32 rows), N <=
+    16384 (float32: 8192). x's layouts as rmsnorm's; weight and bias None or contiguous [N]
+    tensors of any float dtype. Differentiable on the CPU (the backward is the CPU's only)."""
     return torch.ops.oink.layernorm.default(x, weight, bias, eps)
 
 

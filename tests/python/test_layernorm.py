@@ -1,6 +1,7 @@
-"""LayerNorm (CPU in this version): the forward against float64 and its layouts and batch
-invariance, layernorm_forward's statistics, layernorm_backward against float64, gradcheck,
-autograd, torch.compile, opcheck, the determinism of dweight and dbias, and the errors."""
+"""LayerNorm: the forward against float64 and its layouts and batch invariance,
+layernorm_forward's statistics, layernorm_backward against float64, gradcheck, autograd,
+torch.compile, opcheck, the determinism of dweight and dbias, and the errors (CPU); the forward
+on CUDA (the backward runs on the CPU only in this version)."""
 
 import pytest
 import torch
@@ -210,7 +211,116 @@ def test_errors_name_layernorm():
         oink.layernorm(torch.ones(4, 8, dtype=torch.int32))
 
 
+# --- CUDA: the forward (kernels/layernorm_row.cuh, the registers schedule) ---------------------
+
+
+def check_cuda_forward(x, w, b, eps=EPS):
+    """layernorm and layernorm_forward on CUDA against float64: the same bits in both; the output
+    within one rounding of the exact result plus the accumulation's rounding (float32 sums for
+    16-bit rows: each lane's elements in order, then the tree, each term rounded at most
+    `steps` times; float64 for float32 rows); mean and rstd within a float32 rounding plus that."""
+    n = x.shape[-1]
+    y = oink.layernorm(x, w, b, eps)
+    y2, mean, rstd = oink.layernorm_forward(x, w, b, eps)
+    assert torch.equal(y, y2), "layernorm and layernorm_forward run the same kernel arithmetic"
+    assert y.dtype == x.dtype and y.shape == x.shape and y.device == x.device
+    assert mean.dtype == rstd.dtype == torch.float32 and mean.shape == x.shape[:-1]
+    xd = x.double().cpu()
+    wd = torch.ones(n, dtype=torch.float64) if w is None else w.double().cpu()
+    bd = torch.zeros(n, dtype=torch.float64) if b is None else b.double().cpu()
+    ref = F.layer_norm(xd, (n,), wd, bd, eps)
+    exact_mean, exact_rstd = stats64(xd, eps)
+    steps = 2.0**-24 * (2 * n.bit_length() + 24) if x.dtype != torch.float32 else 2.0**-50
+    mean_abs = xd.abs().mean(-1)
+    mean_err = steps * mean_abs
+    rstd_rel = steps * 4 + mean_err * exact_rstd  # the variance's sums, and a shifted mean
+    xhat = (xd - exact_mean.unsqueeze(-1)) * exact_rstd.unsqueeze(-1)
+    y_err = wd.abs() * (
+        (mean_err * exact_rstd).unsqueeze(-1) + xhat.abs() * rstd_rel.unsqueeze(-1)
+    ) + 2.0**-23 * (ref.abs() + bd.abs())
+    assert ((y.double().cpu() - ref).abs() <= ulp(ref, x.dtype) + y_err).all()
+    assert (
+        (mean.double().cpu() - exact_mean).abs() <= ulp(exact_mean, torch.float32) + mean_err
+    ).all()
+    rstd_bound = ulp(exact_rstd, torch.float32) + rstd_rel * exact_rstd
+    assert ((rstd.double().cpu() - exact_rstd).abs() <= rstd_bound).all()
+    return y
+
+
+CUDA_DTYPES = [
+    # (x, weight, bias): weight and bias of any float dtype, each its own.
+    (torch.bfloat16, torch.bfloat16, torch.bfloat16),
+    (torch.float16, torch.float16, torch.float16),
+    (torch.float32, torch.float32, torch.float32),
+    (torch.bfloat16, torch.float32, torch.float32),
+    (torch.float16, torch.bfloat16, torch.float32),
+]
+
+
 @requires_cuda
-def test_cuda_says_cpu_only():
+@pytest.mark.parametrize("dtypes", CUDA_DTYPES, ids=lambda d: "-".join(map(dtype_id, d)))
+@pytest.mark.parametrize("n", [1, 7, 64, 1000, 1001, 4096, 7168, 8192, 16384])
+@pytest.mark.parametrize("m", [1, 37, 2048])
+def test_cuda_forward_against_float64(dtypes, n, m, gen):
+    """1 and 2 chunks a lane, rows shorter than a warp, element-wise rows (N % 8 != 0), the
+    longest rows of one slice; M from one row to many CTAs."""
+    dtype, wdtype, bdtype = dtypes
+    if dtype == torch.float32 and n > 8192:
+        pytest.skip("float32 rows of one slice: N <= 8192")
+    x, w, b = make(m, n, dtype, wdtype, gen)
+    check_cuda_forward(x.cuda(), w.cuda(), b.to(bdtype).cuda())
+
+
+@requires_cuda
+@pytest.mark.parametrize("affine", ["none", "weight", "bias"])
+def test_cuda_forward_without_weight_or_bias(affine, gen):
+    x, w, b = make(19, 4096, torch.bfloat16, torch.bfloat16, gen)
+    w = w.cuda() if affine == "weight" else None
+    b = b.cuda() if affine == "bias" else None
+    check_cuda_forward(x.cuda(), w, b)
+
+
+@requires_cuda
+@pytest.mark.parametrize("n", [64, 4096, 5000])
+def test_cuda_batch_invariance_and_layouts(n, gen):
+    """A row's bits: the same alone, in a batch, in padded rows, at an unaligned address
+    (element-wise I/O) and in a [T, H, D] head view (two leading dimensions)."""
+    x = padded_rows(96, n, torch.bfloat16, "cuda", pad=8, generator=gen)
+    _, w, b = make(1, n, torch.bfloat16, torch.float32, gen)
+    w, b = w.cuda(), b.cuda()
+    y = check_cuda_forward(x, w, b)
+    dense = oink.layernorm(x.contiguous(), w, b, EPS)
+    assert torch.equal(y, dense)
+    for r in (0, 17, 95):
+        assert torch.equal(y[r], oink.layernorm(x[r : r + 1].clone(), w, b, EPS)[0])
+    flat = torch.empty(96 * n + 1, dtype=torch.bfloat16, device="cuda")
+    unaligned = flat[1:].view(96, n)
+    unaligned.copy_(x)
+    assert torch.equal(oink.layernorm(unaligned, w, b, EPS), dense)
+    heads = x.contiguous().view(24, 4, n)[:, 1:3]  # rows over two leading dimensions
+    assert torch.equal(oink.layernorm(heads, w, b, EPS), dense.view(24, 4, n)[:, 1:3])
+
+
+@requires_cuda
+def test_cuda_statistics_of_empty_rows_and_batches():
+    _, mean, rstd = oink.layernorm_forward(torch.empty(3, 0, device="cuda"))
+    assert mean.isnan().all() and rstd.isnan().all()
+    y, mean, rstd = oink.layernorm_forward(torch.empty(0, 4096, device="cuda"))
+    assert y.shape == (0, 4096) and mean.shape == rstd.shape == (0,)
+
+
+@requires_cuda
+def test_cuda_long_rows_and_gradients_are_refused_clearly(gen):
+    x = torch.randn(2, 16385, device="cuda", dtype=torch.bfloat16)
+    expect_error(oink.layernorm, x, None, None, EPS, arg="x", expected="N <= 16384")
+    x32 = torch.randn(2, 8193, device="cuda")
+    expect_error(oink.layernorm, x32, None, None, EPS, arg="x", expected="N <= 8192")
+    # The backward runs on the CPU only in this version: autograd says so before running.
+    xg = torch.randn(4, 64, device="cuda").requires_grad_()
+    with pytest.raises(RuntimeError, match="requires grad"):
+        oink.layernorm(xg)
+    with torch.no_grad():
+        oink.layernorm(xg)
     with pytest.raises(RuntimeError, match="CPU only"):
-        oink.layernorm(torch.randn(4, 64, device="cuda"))
+        _, mean, rstd = oink.layernorm_forward(xg.detach())
+        oink.layernorm_backward(torch.ones_like(xg), xg.detach(), None, None, mean, rstd)

@@ -136,7 +136,7 @@ def test_cuda_backward_sweep(combo, m, n, gen):
 @pytest.mark.parametrize("n", [64, 4096, 16384, 32768, 131072])
 @pytest.mark.parametrize("m", [1, 4096])
 @pytest.mark.parametrize("layout", ["dense", "padded"])
-def test_cuda_forward_saves_rstd_in_every_schedule(n, m, layout, gen):
+def test_cuda_forward_saves_stats_in_every_schedule(n, m, layout, gen):
     """rmsnorm_forward runs rmsnorm's plan (registers, tile, streamed, cluster, two_pass) and
     writes each row's rstd: out is rmsnorm's bit for bit, rstd within one float32 ulp."""
     if m * n > 1 << 28:
@@ -332,6 +332,5 @@ def test_statistics_of_empty_rows_are_nan_as_torchs(device):
     assert rstd.shape == (3,) and rstd.isnan().all()
     _, want = torch._fused_rms_norm(x, [0], None, EPS)
     assert want.isnan().all()
-    if device == "cpu":  # layernorm_forward runs on the CPU only in this version
-        _, mean, rstd = oink.layernorm_forward(x)
-        assert mean.isnan().all() and rstd.isnan().all()
+    _, mean, rstd = oink.layernorm_forward(x)
+    assert mean.isnan().all() and rstd.isnan().all()

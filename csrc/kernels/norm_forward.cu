@@ -1,9 +1,10 @@
-// RMSNorm forward and fused add + RMSNorm forward (vLLM semantics): launches the plan's
-// schedule, with programmatic dependent launch when the plan says so. The schedules share one
-// row computation (kernels/norm_row.cuh) and are chosen by make_plan() (core/plan.cpp):
+// The forward row ops on CUDA: RMSNorm, fused add + RMSNorm (vLLM semantics) and LayerNorm.
+// Launches the plan's schedule, with programmatic dependent launch when the plan says so. The
+// schedules share one row computation per op family (kernels/norm_row.cuh: RMSNorm and the fused
+// add; kernels/layernorm_row.cuh: LayerNorm) and are chosen by make_plan() (core/plan.cpp):
 //
 //   norm_kernel<.., kChunks > 0>  row_in_registers (kernels/norm_row_group.cuh): decode and
-//                                 mid-size batches, lowest latency.
+//                                 mid-size batches, lowest latency; every LayerNorm call.
 //   norm_kernel<.., 0>            two_pass (same file): rows too long for registers.
 //   norm_tile_kernel              tile (kernels/norm_tile.cuh): one small CTA per row group, 8
 //                                 chunks per thread; rmsnorm batches from a wave of rows up.
@@ -13,7 +14,7 @@
 //                                 in flight through cp.async; large rmsnorm batches of rows too
 //                                 long for the tile.
 //
-// Row ownership is the same in all four (see core/plan.h): chunk c of a row belongs to lane
+// Row ownership is the same in all of them (see core/plan.h): chunk c of a row belongs to lane
 // c % threads_per_row, which sums its chunks in increasing order before device::row_reduce()
 // combines the lanes in a fixed tree (a tile thread plays several lanes,
 // device::folded_row_reduce). A row's bits depend on (N, dtype) and its values only.
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/launch.h"
@@ -144,13 +146,38 @@ SelectedKernel select_variant(const NormPlan& plan) {
   return {};
 }
 
+// LayerNorm runs the registers schedule only (plan_violation), with the weight widened to
+// float32 by the binding like the bias: one weight type.
+template <typename T, typename Op>
+SelectedKernel select_layernorm(const NormPlan& plan) {
+  if (plan.variant != KernelVariant::kRowInRegisters) return {};
+  const auto registers = [&](auto vector) -> SelectedKernel {
+    constexpr bool kVector = decltype(vector)::value;
+    switch (plan.chunks_per_thread) {
+      case 1:
+        return kernel_of(norm_kernel<T, float, Op, kVector, 1>);
+      case 2:
+        return kernel_of(norm_kernel<T, float, Op, kVector, 2>);
+    }
+    return {};
+  };
+  return plan.vector_io ? registers(std::true_type{}) : registers(std::false_type{});
+}
+
 template <typename T, typename W>
 SelectedKernel select_op(const NormPlan& plan, const NormProblem& problem) {
+  if (problem.op == NormOp::kLayerNorm) {
+    if constexpr (std::is_same_v<W, float>) {
+      return problem.saves_stats ? select_layernorm<T, LayerNormSavingStatsOp>(plan)
+                                 : select_layernorm<T, LayerNormOp>(plan);
+    }
+    return {};  // a weight of another type: never planned (plan_violation)
+  }
   if (problem.op == NormOp::kFusedAddRmsNorm) {
     return plan.vector_io ? select_variant<T, W, FusedAddRmsNormOp, true>(plan)
                           : select_variant<T, W, FusedAddRmsNormOp, false>(plan);
   }
-  if (problem.saves_rstd) {  // rmsnorm_forward
+  if (problem.saves_stats) {  // rmsnorm_forward
     return plan.vector_io ? select_variant<T, W, RmsNormSavingRstdOp, true>(plan)
                           : select_variant<T, W, RmsNormSavingRstdOp, false>(plan);
   }
@@ -160,8 +187,11 @@ SelectedKernel select_op(const NormPlan& plan, const NormProblem& problem) {
 
 template <typename T>
 SelectedKernel select_weight(const NormPlan& plan, const NormProblem& problem) {
-  // No weight: any W works (the pointer is null); reuse the same-dtype instantiation.
-  const DType w = problem.has_weight ? problem.w_dtype : problem.x_dtype;
+  // No weight: any W works (the pointer is null); reuse the same-dtype instantiation (LayerNorm:
+  // its one, float32).
+  const DType w = problem.has_weight                 ? problem.w_dtype
+                  : problem.op == NormOp::kLayerNorm ? DType::kFloat32
+                                                     : problem.x_dtype;
   switch (w) {
     case DType::kFloat32:
       return select_op<T, float>(plan, problem);
@@ -216,6 +246,8 @@ KernelParams kernel_params(const NormPlan& plan, const NormProblem& problem, con
   params.inv_cols_d = 1.0 / static_cast<double>(problem.cols);
   params.use_pdl = plan.use_pdl;
   params.rstd = static_cast<float*>(args.rstd);
+  params.mean = static_cast<float*>(args.mean);
+  params.bias = static_cast<const float*>(args.bias);
   return params;
 }
 

@@ -1,0 +1,156 @@
+// What the LayerNorm forward does to one row: the row type the registers schedule
+// (norm_row_group.cuh) runs for LayerNormOp, beside NormRow (norm_row.cuh) for RMSNorm. Same
+// addressing, loads and weight handling as NormRow; the statistics are two reductions over the
+// row the kernel holds in registers: the sum (the mean), then the sum of squared deviations from
+// that mean (the biased variance, as F.layer_norm; two passes over registers, so no cancellation
+// as in sum(x^2) - N mean^2), each with the fixed lane order of device::row_reduce.
+//
+//   y = (x - mean) * rstd * w + b,   rstd = 1 / sqrt(var + eps),
+//
+// in the accumulation type (float32 for 16-bit rows, float64 for float32 rows, as NormRow),
+// rounded once to the row's type. The weight is the model's, of any dtype W; the bias arrives as
+// float32 (KernelParams::bias, widened by the binding: exact for every narrower dtype).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "device/vec.cuh"
+#include "kernels/norm_row.cuh"
+
+namespace oink {
+
+template <typename T, typename W, typename Op, bool kVector>
+struct LayerNormRow {
+  static_assert(!Op::kAddsResidual, "layernorm has no fused residual");
+  static constexpr int kElems = 16 / sizeof(T);
+  using XVec = device::Vec<T, kElems>;
+  using WVec = device::Vec<W, kElems>;
+  using BVec = device::Vec<float, kElems>;
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
+  using Statistic = typename Op::template Statistic<Acc>;
+
+  struct Stats {
+    Acc mean;
+    Acc rstd;
+  };
+  static constexpr int kReductions = 2;
+
+  const T* x;
+  T* out;
+  T* res;  // always nullptr: the schedules name it for the fused op only
+  const W* weight;
+  const float* bias;
+  int64_t n;
+
+  __device__ LayerNormRow(const KernelParams& p, int64_t row, bool active)
+      : LayerNormRow(p, row_offsets(p, active ? row : 0)) {}
+  __device__ LayerNormRow(const KernelParams& p, const RowOffsets& at)
+      : x(static_cast<const T*>(p.x) + at.x),
+        out(static_cast<T*>(p.out) + at.out),
+        res(nullptr),
+        weight(static_cast<const W*>(p.weight)),
+        bias(p.bias),
+        n(p.cols) {}
+
+  __device__ XVec load_x(int64_t col) const {
+    return device::load_chunk<kVector, T, kElems>(x, col, n);
+  }
+  __device__ WVec load_weight(int64_t col) const {
+    return weight != nullptr ? load_given_weight(col) : unit_weight();
+  }
+  __device__ WVec load_given_weight(int64_t col) const {  // precondition: weight != nullptr
+    return device::load_chunk<kVector, W, kElems>(weight, col, n);
+  }
+  __device__ static WVec unit_weight() {
+    WVec w;
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) w.v[e] = device::from_float<W>(1.f);
+    return w;
+  }
+
+  // Reduction 1: the elements, in increasing order.
+  __device__ static Acc first_terms(const XVec& v, Acc acc) {
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) acc += static_cast<Acc>(device::to_float(v.v[e]));
+    return acc;
+  }
+  __device__ static Stats finish_first(Acc total, const KernelParams& p) {
+    return {total * inv_cols(p), Acc(0)};
+  }
+  // Reduction 2: the squared deviations from the mean, in increasing order.
+  __device__ static Acc second_terms(const XVec& v, Acc acc, const Stats& stats) {
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) {
+      const Acc d = static_cast<Acc>(device::to_float(v.v[e])) - stats.mean;
+      if constexpr (std::is_same_v<Acc, double>) {
+        acc = fma(d, d, acc);
+      } else {
+        acc = fmaf(d, d, acc);
+      }
+    }
+    return acc;
+  }
+  // Once per row, so precision costs nothing: float32's correctly rounded rsqrt, as
+  // NormRow::inv_rms; in float64 a correctly rounded square root and division (within an ulp of
+  // float64, far below the float32 rounding that follows), since rsqrt(double)'s call into its
+  // slow path spilled registers in the stats-saving kernel (ptxas, sm_90a).
+  __device__ static Stats finish_second(Acc total, const KernelParams& p, Stats stats) {
+    if constexpr (std::is_same_v<Acc, double>) {
+      stats.rstd = 1.0 / sqrt(total * p.inv_cols_d + static_cast<double>(p.eps));
+    } else {
+      stats.rstd = __frsqrt_rn(total * p.inv_cols + p.eps);
+    }
+    return stats;
+  }
+
+  // layernorm_forward: the row's mean and rstd, each rounded once to float32, by the one thread
+  // per row that `writer` names. Nothing for layernorm itself (compiled out).
+  __device__ static void save_stats(const KernelParams& p, int64_t row, bool writer,
+                                    const Stats& stats) {
+    if constexpr (Op::kSavesStats) {
+      if (writer) {
+        p.mean[row] = static_cast<float>(stats.mean);
+        p.rstd[row] = static_cast<float>(stats.rstd);
+      }
+    }
+  }
+
+  // WV: WVec, or the weight already converted to float (same values). The bias chunk is read
+  // here, next to its one use.
+  template <typename WV>
+  __device__ void store_normalized(int64_t col, const XVec& v, const WV& w,
+                                   const Stats& stats) const {
+    BVec b;
+    if (bias != nullptr) {
+      b = device::load_chunk<kVector, float, kElems>(bias, col, n);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) b.v[e] = 0.f;
+    }
+    XVec y;
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) {
+      const Acc xhat = (static_cast<Acc>(device::to_float(v.v[e])) - stats.mean) * stats.rstd;
+      const Acc we = static_cast<Acc>(device::to_float(w.v[e]));
+      const Acc be = static_cast<Acc>(b.v[e]);
+      if constexpr (std::is_same_v<Acc, double>) {
+        y.v[e] = static_cast<T>(fma(xhat, we, be));
+      } else {
+        y.v[e] = device::from_float<T>(fmaf(xhat, we, be));
+      }
+    }
+    device::store_chunk<kVector, T, kElems>(out, col, n, y);
+  }
+
+ private:
+  __device__ static Acc inv_cols(const KernelParams& p) {
+    if constexpr (std::is_same_v<Acc, double>) {
+      return p.inv_cols_d;
+    } else {
+      return p.inv_cols;
+    }
+  }
+};
+
+}  // namespace oink
