@@ -3,8 +3,8 @@
 ops, every dtype and weight combination, padded and unaligned rows, the layouts of GUIDE §1 (QKV
 head views, transposed views, rmsnorm.out into a head view, the fused op on independent views, no
 weight), with and without PDL; and the training ops (--ops): rmsnorm_forward in every forward
-schedule, layernorm_forward, and rmsnorm_backward in every variant of its kernel. Exits non-zero
-if any result is wrong.
+schedule, layernorm_forward and layernorm_backward, and rmsnorm_backward in every variant of its
+kernel. Exits non-zero if any result is wrong.
 
 Results are checked on the CPU so that the only kernels racecheck sees are oink's and copies:
 PyTorch's own CUDA reduction (the float64 mean of a GPU-side reference) reports shared-memory
@@ -67,10 +67,10 @@ def main() -> int:
         "--ops",
         choices=("all", "inference", "training", "backward"),
         default="all",
-        help="rmsnorm and the fused op (inference), rmsnorm_forward, layernorm_forward and "
-        "rmsnorm_backward (training), rmsnorm_backward alone (backward: its shared memory and "
-        "barriers are the only new ones, so racecheck and synccheck need no more), or all "
-        "(default)",
+        help="rmsnorm and the fused op (inference); rmsnorm_forward, rmsnorm_backward and "
+        "layernorm's forward and backward (training); rmsnorm_backward alone (backward: the "
+        "kernel's shared memory and barriers are the same for both gradient policies, so "
+        "racecheck and synccheck need no more); or all (default)",
     )
     args = parser.parse_args()
     pdl_settings = {"both": (True, False), "on": (True,), "off": (False,)}[args.pdl]
@@ -147,8 +147,8 @@ def check_training(dtype, wdtype, g, forward: bool) -> int:
 
 def check_layernorm(dtype, wdtype, g) -> int:
     """layernorm and layernorm_forward (the registers schedule, 1 and 2 chunks a lane, vector
-    and element-wise I/O, with and without weight and bias) against the CPU's float64 kernel,
-    loosely."""
+    and element-wise I/O, with and without weight and bias) and layernorm_backward against the
+    CPU's float64 kernels, loosely."""
     failures = 0
     for n in LAYERNORM_N:
         if dtype == torch.float32 and n > 8192:
@@ -165,6 +165,16 @@ def check_layernorm(dtype, wdtype, g) -> int:
                                                atol=2e-2))  # fmt: skip
             failures += int(not torch.allclose(mean.cpu(), ref_mean, rtol=1e-4, atol=1e-5))
             failures += int(not torch.allclose(rstd.cpu(), ref_rstd, rtol=1e-4))
+            if n > (4096 if dtype == torch.float32 else 8192):
+                continue  # the backward's limit
+            dy = padded_rows(m, n, dtype, "cuda", pad=pad, generator=g)
+            grads = oink.layernorm_backward(dy, x, w, b, mean, rstd)
+            cpu = [None if t is None else t.cpu() for t in (dy, x, w, b, mean, rstd)]
+            for got, ref in zip(grads, oink.layernorm_backward(*cpu), strict=True):
+                if ref is not None:
+                    scale = ref.double().abs().max().item() if ref.numel() else 1.0
+                    failures += int(not torch.allclose(got.cpu().double(), ref.double(),
+                                                       rtol=2e-2, atol=1e-2 * scale))  # fmt: skip
     return failures
 
 

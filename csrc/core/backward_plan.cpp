@@ -55,6 +55,14 @@ std::optional<std::string> backward_unsupported(const NormBackwardProblem& bp) {
            dtype_name(p.x_dtype) +
            " rows in this version (longer rows would need the forward's row slices)";
   }
+  if (p.op == NormOp::kLayerNorm &&
+      backward_chunks_per_thread(p.cols, p.x_dtype) > kBackwardLayerNormMaxChunks) {
+    const int64_t limit =
+        int64_t{kBackwardLayerNormMaxChunks} * kBackwardMaxThreads * chunk_elems_of(bp);
+    return "rows of N=" + std::to_string(p.cols) +
+           " elements: layernorm's CUDA backward kernel takes N <= " + std::to_string(limit) +
+           " for " + dtype_name(p.x_dtype) + " rows in this version";
+  }
   if (backward_chunks_per_thread(p.cols, p.x_dtype) > kBackwardElementwiseMaxChunks &&
       !backward_vector_io(bp)) {
     return "rows of N=" + std::to_string(p.cols) + " elements that are not 16-byte aligned: the " +
@@ -102,6 +110,10 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
       int64_t{c} * plan.threads_per_row < plan.chunks_per_row) {
     return "chunks_per_thread must be 1, 2 or 4, covering the row";
   }
+  if (p.op == NormOp::kLayerNorm && p.has_weight && p.w_dtype != DType::kFloat32) {
+    return "layernorm's backward kernel takes a float32 weight (the binding widens it)";
+  }
+  if (p.has_bias && p.op != NormOp::kLayerNorm) return "only layernorm has a bias";
   if (!plan.vector_io && c > kBackwardElementwiseMaxChunks) {
     return "element-wise rows take at most kBackwardElementwiseMaxChunks chunks a thread";
   }
@@ -127,8 +139,8 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
 }
 
 int64_t backward_partials_bytes(const BackwardPlan& plan, const NormBackwardProblem& bp) {
-  if (!bp.rows.has_weight) return 0;
-  return plan.blocks * bp.rows.cols * plan.partial_bytes;
+  const int64_t sets = int64_t{bp.rows.has_weight} + int64_t{bp.rows.has_bias};
+  return sets * plan.blocks * bp.rows.cols * plan.partial_bytes;
 }
 
 }  // namespace oink

@@ -1,5 +1,6 @@
 // The backward passes' row blocks (shared by the CPU and CUDA kernels) and the launch plan of
-// rmsnorm_backward on CUDA: a pure function of the problem, testable on any machine.
+// rmsnorm_backward and layernorm_backward on CUDA: a pure function of the problem, testable on
+// any machine.
 //
 // The weight gradient is a sum over rows. It is summed in fixed row blocks, each block's rows in
 // row order into one partial per column, then the blocks' partials in block order: no atomics,
@@ -47,11 +48,14 @@ inline constexpr int kBackwardMaxChunksPerThread = 4;
 // 16-byte aligned) are held to 2 chunks a thread too: at 4 they spilled.
 inline constexpr int kBackwardPrefetchMaxChunks = 2;
 inline constexpr int kBackwardElementwiseMaxChunks = 2;
+// LayerNorm's backward holds a bias partial beside each weight partial: at most 2 chunks a
+// thread (16-bit N <= 8192, float32 N <= 4096) until a 4-chunk variant is measured for spills.
+inline constexpr int kBackwardLayerNormMaxChunks = 2;
 
 // The backward's reduction lanes: the forward's, at most kBackwardMaxThreads.
 int backward_threads_per_row(int64_t cols, DType x_dtype);
 
-// rmsnorm_backward on CUDA (kernels/norm_backward.cuh): one CTA per weight-gradient block, which
+// The backward on CUDA (kernels/norm_backward.cuh): one CTA per weight-gradient block, which
 // walks its rows in order, a whole row at a time (the forward's reduction lanes, one chunk or two
 // per thread), keeps its columns' weight and partial sums in registers, and writes one partial
 // row; a second kernel adds the partials in block order per column.
@@ -95,7 +99,8 @@ BackwardPlan make_backward_plan(const NormBackwardProblem& problem);
 // Empty if `plan` is consistent with `problem`, otherwise the first broken invariant.
 std::string backward_plan_violation(const BackwardPlan& plan, const NormBackwardProblem& problem);
 
-// Bytes of the partials the plan's kernels exchange ([blocks][N] partials; 0 without a weight).
+// Bytes of the partials the plan's kernels exchange: [blocks][N] partials for the weight and for
+// the bias, each where there is one (the weight's first).
 int64_t backward_partials_bytes(const BackwardPlan& plan, const NormBackwardProblem& problem);
 
 }  // namespace oink

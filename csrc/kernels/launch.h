@@ -25,21 +25,27 @@ cudaError_t kernel_image(const NormPlan& plan, const NormProblem& problem, int d
 NormPlan plan_on_device(const NormProblem& problem, const DeviceInfo& info, int device,
                         const LaunchOptions& options = {});
 
-// rmsnorm_backward's pointers (sizes and strides: NormBackwardProblem).
+// A backward call's pointers (sizes and strides: NormBackwardProblem).
 struct BackwardArgs {
   const void* dy = nullptr;
   const void* x = nullptr;
-  const void* weight = nullptr;  // [N] or nullptr
-  const float* rstd = nullptr;   // [M], rmsnorm_forward's
+  const void* weight = nullptr;  // [N] or nullptr (layernorm: widened to float32)
+  const float* rstd = nullptr;   // [M], the forward's
+  const float* mean = nullptr;   // [M], layernorm_forward's (layernorm only)
   void* dx = nullptr;
-  void* partials = nullptr;  // backward_partials_bytes(plan, problem) of scratch (with a weight)
-  void* dweight = nullptr;   // [N] of the weight's dtype, or nullptr without a weight
+  // backward_partials_bytes(plan, problem) of scratch: the weight's partials, then the bias's.
+  void* partials = nullptr;
+  void* bias_partials = nullptr;
+  void* dweight = nullptr;  // [N] of dweight_dtype (the weight's), or nullptr without a weight
+  void* dbias = nullptr;    // [N] of dbias_dtype (the bias's), layernorm with a bias only
+  DType dweight_dtype = DType::kBFloat16;
+  DType dbias_dtype = DType::kBFloat16;
 };
 
-// Launches rmsnorm_backward's two kernels (the rows, then the weight gradient's partials) on
+// Launches the backward's kernels (the rows, then the weight's and the bias's partials) on
 // `stream`. Returns the first launch error; never synchronises.
-cudaError_t launch_rmsnorm_backward(const BackwardPlan& plan, const NormBackwardProblem& problem,
-                                    const BackwardArgs& args, cudaStream_t stream);
+cudaError_t launch_norm_backward(const BackwardPlan& plan, const NormBackwardProblem& problem,
+                                 const BackwardArgs& args, cudaStream_t stream);
 
 // Capability, SM count and limits of CUDA device `index`, read once per device and cached.
 DeviceInfo cuda_device_info(int index);

@@ -1,14 +1,22 @@
-// RMSNorm's backward pass on CUDA (the plan: core/backward_plan.h).
+// The backward passes of RMSNorm and LayerNorm on CUDA (the plan: core/backward_plan.h). With
+// g = dy * w:
 //
-// y = x * r * w with r = rstd = 1 / sqrt(mean(x^2) + eps), so for g = dy * w:
-//   dx = r * g - c * x,  c = r^3 * sum(g * x) / N,    dweight = sum over rows of dy * x * r.
+//   RMSNorm    y = x * r * w, r = rstd = 1 / sqrt(mean(x^2) + eps):
+//              dx = r * g - c * x,  c = r^3 * sum(g * x) / N;   dweight = sum over rows of dy*x*r.
+//   LayerNorm  y = xhat * w + b, xhat = (x - mean) * r, r = 1 / sqrt(var + eps):
+//              dx = r * (g - sum(g) / N - xhat * sum(g * xhat) / N);
+//              dweight = sum over rows of dy * xhat, dbias = sum over rows of dy.
 //
-// rmsnorm_backward_kernel: one CTA per weight-gradient block (core/backward_plan.h), walking the
+// What differs is a gradient policy (RmsNormGrad, LayerNormGrad below: the row's saved
+// statistics, its sums, dx and the parameter gradients' terms); the kernel is the same.
+//
+// norm_backward_kernel: one CTA per weight-gradient block (core/backward_plan.h), walking the
 // block's rows in order, a whole row at a time on backward_threads_per_row(N, dtype) lanes (the
 // forward's, at most 512: chunk c on lane c % lanes, each lane's 1, 2 or 4 chunks in increasing
 // order, then device::row_reduce's fixed tree), so a row's dx depends on its values, N and the
 // dtypes only (batch invariance). Each thread owns the same columns in every row: their dweight
-// partial sums grow in registers, in row order, written once as the block's partial row (and,
+// (and dbias) partial sums grow in registers, in row order, written once as the block's partial
+// row (and,
 // at 1 or 2 chunks, their weight waits in registers for the whole block). At 1 or 2 chunks with
 // vector I/O the loads of the next row are issued before the current row's reduction: its
 // barrier would otherwise leave the SM without loads in flight.
@@ -47,6 +55,9 @@ struct BackwardParams {
   double inv_cols_d;  // 1/N in float64, for float32 rows
   RowIndexer row_index;
   RowStrides x_strides, dy_strides, dx_strides;
+  // LayerNorm only (after the fields RMSNorm reads, so that none of those moves):
+  const float* mean;    // [M], logical row order
+  void* bias_partials;  // [blocks][N] of Acc, or nullptr without a bias
 };
 
 // The accumulation type of a row of T: the forward's (NormRow::Acc).
@@ -69,7 +80,82 @@ __device__ __forceinline__ W round_to(double v) {
   }
 }
 
-// T: x/dy/dx element type; W: weight element type; kVector: every chunk a whole, aligned 16-byte
+// A gradient policy: what the kernel computes per row, from one element's x, dy and g = dy * w
+// (all in Acc) and the row's saved statistics.
+//   kReductions   row sums per row (each reduced on the row's lanes, in the fixed order)
+//   kBiasGrad     whether a bias gradient is summed beside the weight's
+//   Saved         the row's saved statistics as loaded (float32; load(p, row)), held while
+//                 the next row's are prefetched; Stats: them in Acc (widen), for the row's math
+//   add_terms     adds the element's terms to the row's sums, in element order
+//   Coef finish   the row's coefficients from the reduced sums
+//   dx            the element's dx, before its one rounding
+//   weight_term   the element's dweight term added to a partial (bias_term: dbias's)
+template <typename Acc>
+struct RmsNormGrad {
+  static constexpr int kReductions = 1;
+  static constexpr bool kBiasGrad = false;
+  struct Saved {
+    float r;
+  };
+  struct Stats {
+    Acc r;
+  };
+  __device__ static Saved load(const BackwardParams& p, int64_t row) { return {p.rstd[row]}; }
+  __device__ static Stats widen(const Saved& s) { return {s.r}; }
+  __device__ static void add_terms(Acc xe, Acc g, const Stats&, Acc (&sums)[1]) {
+    sums[0] = fma(g, xe, sums[0]);  // sum(g * x)
+  }
+  struct Coef {
+    Acc r, c;
+  };
+  __device__ static Coef finish(const Acc (&sums)[1], const Stats& s, Acc inv_cols) {
+    return {s.r, s.r * s.r * s.r * sums[0] * inv_cols};
+  }
+  __device__ static Acc dx(Acc xe, Acc g, const Stats&, const Coef& k) {
+    return fma(-k.c, xe, k.r * g);
+  }
+  __device__ static Acc weight_term(Acc xe, Acc dye, const Stats& s, Acc partial) {
+    return fma(dye * xe, s.r, partial);
+  }
+  __device__ static Acc bias_term(Acc, Acc partial) { return partial; }
+};
+
+template <typename Acc>
+struct LayerNormGrad {
+  static constexpr int kReductions = 2;
+  static constexpr bool kBiasGrad = true;
+  struct Saved {
+    float mean, r;
+  };
+  struct Stats {
+    Acc mean, r;
+  };
+  __device__ static Saved load(const BackwardParams& p, int64_t row) {
+    return {p.mean[row], p.rstd[row]};
+  }
+  __device__ static Stats widen(const Saved& s) { return {s.mean, s.r}; }
+  __device__ static Acc xhat(Acc xe, const Stats& s) { return (xe - s.mean) * s.r; }
+  __device__ static void add_terms(Acc xe, Acc g, const Stats& s, Acc (&sums)[2]) {
+    sums[0] += g;                            // sum(g)
+    sums[1] = fma(g, xhat(xe, s), sums[1]);  // sum(g * xhat)
+  }
+  struct Coef {
+    Acc mean_g, mean_gxhat;
+  };
+  __device__ static Coef finish(const Acc (&sums)[2], const Stats&, Acc inv_cols) {
+    return {sums[0] * inv_cols, sums[1] * inv_cols};
+  }
+  __device__ static Acc dx(Acc xe, Acc g, const Stats& s, const Coef& k) {
+    return s.r * (g - fma(xhat(xe, s), k.mean_gxhat, k.mean_g));
+  }
+  __device__ static Acc weight_term(Acc xe, Acc dye, const Stats& s, Acc partial) {
+    return fma(dye, xhat(xe, s), partial);
+  }
+  __device__ static Acc bias_term(Acc dye, Acc partial) { return partial + dye; }
+};
+
+// Grad: RmsNormGrad or LayerNormGrad (of BackwardAcc<T>); T: x/dy/dx element type; W: weight
+// element type; kVector: every chunk a whole, aligned 16-byte
 // vector (else element by element, bounds-checked); kChunks: the plan's chunks_per_thread;
 // kPrefetch: the plan's prefetch_next_row.
 //
@@ -78,9 +164,10 @@ __device__ __forceinline__ W round_to(double v) {
 // (device::Raw), converting at each use; with kPrefetch, the next row's too; with 1 or 2 chunks,
 // its columns' weight. Element-wise rows hold no chunk: it is loaded where it is used (the second
 // use hits L1); at 4 chunks a thread they spilled (ptxas), so the plan never asks for that.
-template <typename T, typename W, bool kVector, int kChunks, bool kPrefetch>
+template <template <typename> class GradOf, typename T, typename W, bool kVector, int kChunks,
+          bool kPrefetch>
 __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
-    rmsnorm_backward_kernel(const BackwardParams p) {
+    norm_backward_kernel(const BackwardParams p) {
   static_assert(kChunks == 1 || kChunks == 2 || (kVector && kChunks == kBackwardMaxChunksPerThread),
                 "the plan's 1, 2 or (vector I/O) 4 chunks");
   static_assert(!kPrefetch || (kVector && kChunks <= kBackwardPrefetchMaxChunks),
@@ -90,8 +177,11 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   using WVec = device::Vec<W, kElems>;
   using Acc = BackwardAcc<T>;
   using AccVec = device::Vec<Acc, kElems>;
-  // Alternate rows' warp sums: a fast warp may write row i + 1's while a slow one reads row i's.
-  __shared__ alignas(16) Acc warp_sums[2][32];
+  using Grad = GradOf<Acc>;
+  constexpr int kSums = Grad::kReductions;
+  // Alternate rows' warp sums (kSums buffers a row): a fast warp may write row i + 1's while a
+  // slow one reads row i's.
+  __shared__ alignas(16) Acc warp_sums[2 * kSums][32];
 
   const int tpr = p.threads_per_row;
   const int lane = threadIdx.x;  // block_threads = max(tpr, 32): lanes >= tpr own no chunk
@@ -136,6 +226,16 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
 #pragma unroll
     for (int e = 0; e < kElems; ++e) partial[i][e] = 0;
   }
+  constexpr int kBiasChunks = Grad::kBiasGrad ? kChunks : 1;
+  const bool bias_grad = Grad::kBiasGrad && p.bias_partials != nullptr;
+  Acc bias_partial[kBiasChunks][Grad::kBiasGrad ? kElems : 1];
+  if constexpr (Grad::kBiasGrad) {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) bias_partial[i][e] = 0;
+    }
+  }
 
   const int64_t first = int64_t{blockIdx.x} * p.block_rows;
   const int64_t end = first + p.block_rows < p.rows ? first + p.block_rows : p.rows;
@@ -147,7 +247,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   // words. Other rows are loaded where they are used.
   constexpr bool kHoldsRow = kHoldsWeight;
   device::Raw<XVec> held_x[kHoldsRow ? kChunks : 1], held_dy[kHoldsRow ? kChunks : 1];
-  float held_rstd = 0.f;
+  typename Grad::Saved held_stats{};
   auto load_row = [&](int64_t row) {
     if constexpr (kHoldsRow) {
       const RowIndex at = split_row(p.row_index, row);
@@ -161,7 +261,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
         }
       }
     }
-    held_rstd = p.rstd[row];
+    held_stats = Grad::load(p, row);
   };
 
   if (kPrefetch && first < end) load_row(first);
@@ -180,7 +280,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
         cur_dy[i] = held_dy[i];
       }
     }
-    const Acc r = held_rstd;
+    const typename Grad::Stats stats = Grad::widen(held_stats);
     if constexpr (kPrefetch) {
       if (row + 1 < end) load_row(row + 1);  // in flight during this row's reduction
     }
@@ -199,8 +299,10 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
       }
     };
 
-    // sum(g * x): each lane's chunks in increasing order, element by element, then the tree.
-    Acc dot = 0;
+    // The row's sums: each lane's chunks in increasing order, element by element, then the tree.
+    Acc sums[kSums];
+#pragma unroll
+    for (int k = 0; k < kSums; ++k) sums[k] = 0;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       if (mine[i]) {
@@ -210,11 +312,14 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
         for (int e = 0; e < kElems; ++e) {
           const Acc g = static_cast<Acc>(device::to_float(dyv.v[e])) *
                         static_cast<Acc>(device::to_float(wv.v[e]));
-          dot = fma(g, static_cast<Acc>(device::to_float(xv.v[e])), dot);
+          Grad::add_terms(static_cast<Acc>(device::to_float(xv.v[e])), g, stats, sums);
         }
       }
     }
-    dot = device::row_reduce<device::Sum<Acc>>(dot, tpr, warp_sums[parity]);
+#pragma unroll
+    for (int k = 0; k < kSums; ++k) {
+      sums[k] = device::row_reduce<device::Sum<Acc>>(sums[k], tpr, warp_sums[parity * kSums + k]);
+    }
     parity ^= 1;
     Acc inv_cols;
     if constexpr (std::is_same_v<Acc, double>) {
@@ -222,7 +327,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
     } else {
       inv_cols = p.inv_cols;
     }
-    const Acc c = r * r * r * dot * inv_cols;
+    const typename Grad::Coef coef = Grad::finish(sums, stats, inv_cols);
 
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
@@ -235,8 +340,11 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
           const Acc xe = static_cast<Acc>(device::to_float(xv.v[e]));
           const Acc dye = static_cast<Acc>(device::to_float(dyv.v[e]));
           const Acc g = dye * static_cast<Acc>(device::to_float(wv.v[e]));
-          out.v[e] = round_to<T>(fma(-c, xe, r * g));
-          if (weight_grad) partial[i][e] = fma(dye * xe, r, partial[i][e]);
+          out.v[e] = round_to<T>(Grad::dx(xe, g, stats, coef));
+          if (weight_grad) partial[i][e] = Grad::weight_term(xe, dye, stats, partial[i][e]);
+          if constexpr (Grad::kBiasGrad) {
+            if (bias_grad) bias_partial[i][e] = Grad::bias_term(dye, bias_partial[i][e]);
+          }
         }
         device::store_chunk<kVector, T, kElems>(dxr, col[i], n, out);
       }
@@ -252,6 +360,20 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
 #pragma unroll
         for (int e = 0; e < kElems; ++e) v.v[e] = partial[i][e];
         device::store_chunk<kVector, Acc, kElems>(out, col[i], n, v);
+      }
+    }
+  }
+  if constexpr (Grad::kBiasGrad) {
+    if (bias_grad) {
+      Acc* const out = static_cast<Acc*>(p.bias_partials) + int64_t{blockIdx.x} * n;
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) {
+        if (mine[i]) {
+          AccVec v;
+#pragma unroll
+          for (int e = 0; e < kElems; ++e) v.v[e] = bias_partial[i][e];
+          device::store_chunk<kVector, Acc, kElems>(out, col[i], n, v);
+        }
       }
     }
   }

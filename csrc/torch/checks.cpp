@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -118,6 +120,12 @@ void set_joint_rows(NormProblem& p, const char* op, const char* arg, const Tenso
 }
 
 }  // namespace
+
+DType float_dtype_of(const Tensor& t) {
+  const std::optional<DType> dtype = to_dtype(t.scalar_type());
+  if (!dtype) throw std::logic_error("oink: float_dtype_of a tensor of " + dtype_of(t));
+  return *dtype;
+}
 
 std::string shape_of(const Tensor& t) {
   std::string s = "[";

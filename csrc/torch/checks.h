@@ -17,6 +17,9 @@ using torch::stable::Tensor;
 // "[4, 4096]": a tensor's shape as messages print it.
 std::string shape_of(const Tensor& t);
 
+// The DType of a tensor whose dtype the checks accepted (float16, bfloat16, float32, float64).
+DType float_dtype_of(const Tensor& t);
+
 // Checks x (and, for the fused op, residual), weight and eps; returns the problem the planner
 // sees, and x's own row view in `x_rows` when given. For rmsnorm the output is not known yet:
 // add it with check_out().

@@ -1,7 +1,6 @@
-// oink::layernorm, layernorm_forward (CPU and CUDA) and layernorm_backward (CPU in this
-// version): validate -> widen the weight and bias once (float64 for the CPU kernels of
-// cpu/layernorm_cpu.*, float32 for the CUDA ones) -> run. Fake kernels in python/oink/_fake.py,
-// autograd in python/oink/_autograd.py.
+// oink::layernorm, layernorm_forward and layernorm_backward (CPU and CUDA): validate -> widen the
+// weight and bias once (float64 for the CPU kernels of cpu/layernorm_cpu.*, float32 for the CUDA
+// ones) -> run. Fake kernels in python/oink/_fake.py, autograd in python/oink/_autograd.py.
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
@@ -17,6 +16,7 @@
 #include "core/problem.h"
 #include "cpu/layernorm_cpu.h"
 #include "cpu/norm_backward_cpu.h"
+#include "torch/backward_cuda.h"
 #include "torch/checks.h"
 #include "torch/run.h"
 #include "torch/tensors.h"
@@ -119,7 +119,7 @@ std::tuple<Tensor, std::optional<Tensor>, std::optional<Tensor>> layernorm_backw
     Tensor dy, Tensor x, std::optional<Tensor> weight, std::optional<Tensor> bias, Tensor mean,
     Tensor rstd) {
   const char* op = "layernorm_backward";
-  require_cpu_for(op, x);
+  require_kernels_for(op, x);
   RowView x_rows;
   NormBackwardProblem bp =
       check_norm_backward_inputs(op, NormOp::kLayerNorm, dy, x, weight, &x_rows);
@@ -127,6 +127,17 @@ std::tuple<Tensor, std::optional<Tensor>, std::optional<Tensor>> layernorm_backw
   const std::optional<DType> b_dtype = check_bias(op, x, bias, p.cols);
   check_per_row(op, "mean", x, p.x_dtype, mean);
   check_per_row(op, "rstd", x, p.x_dtype, rstd);
+#ifdef OINK_WITH_CUDA
+  if (x.is_cuda()) {
+    // The kernel reads the weight as float32 (widened once: one kernel for every weight dtype);
+    // dweight and dbias take the caller's weight's and bias's dtypes.
+    const std::optional<Tensor> w = as_float32(weight);
+    bp.rows.w_dtype = DType::kFloat32;
+    if (w) bp.rows.w_align = pointer_alignment(w->data_ptr());
+    bp.rows.has_bias = bias.has_value();
+    return norm_backward_cuda(op, dy, x, w, weight, bias, rstd, &mean, bp, x_rows);
+  }
+#endif
   Tensor dx = output_for(x, x_rows);
   set_backward_rows(op, bp, x, dy, dx);
 
@@ -177,8 +188,7 @@ STABLE_TORCH_LIBRARY_IMPL(oink, CPU, m) {
   m.impl("layernorm_backward", TORCH_BOX(&layernorm_backward));
 }
 
-// Registered for CUDA in every build: the backward tells a CUDA tensor it runs on the CPU only,
-// and a build without CUDA kernels says so (require_kernels_for).
+// Registered for CUDA in every build: one without CUDA kernels says so (require_kernels_for).
 STABLE_TORCH_LIBRARY_IMPL(oink, CUDA, m) {
   m.impl("layernorm", TORCH_BOX(&layernorm));
   m.impl("layernorm_forward", TORCH_BOX(&layernorm_forward));

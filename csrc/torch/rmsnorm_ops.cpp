@@ -19,6 +19,7 @@
 #include "core/plan.h"
 #include "cpu/norm_backward_cpu.h"
 #include "cpu/norm_cpu.h"
+#include "torch/backward_cuda.h"
 #include "torch/checks.h"
 #include "torch/run.h"
 #include "torch/tensors.h"
@@ -88,70 +89,6 @@ std::tuple<Tensor, Tensor> rmsnorm_forward(Tensor x, std::optional<Tensor> weigh
 
 using BackwardResult = std::tuple<Tensor, std::optional<Tensor>>;
 
-#ifdef OINK_WITH_CUDA
-// The CUDA path of rmsnorm_backward (core/backward_plan.h, kernels/norm_backward.cuh): dx, and
-// dweight from per-block partials (a scratch tensor) added in block order by a second kernel.
-BackwardResult rmsnorm_backward_cuda(const char* op, Tensor dy, Tensor x,
-                                     std::optional<Tensor> weight, const Tensor& rstd,
-                                     NormBackwardProblem bp, const RowView& x_rows) {
-  const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
-  const Tensor dx = output_for(x, x_rows);  // the layout the fake kernel promises (_fake.py)
-  Tensor written = dx;                      // where the kernel writes dx
-  set_backward_rows(op, bp, x, dy, dx);
-  bp.dy_align = pointer_alignment(dy.data_ptr());
-  bp.dx_align = pointer_alignment(dx.data_ptr());
-  if (backward_wants_dense_rows(bp)) {
-    // Long unaligned rows: fresh copies (new allocations, so aligned even where a tensor was
-    // already contiguous from an unaligned address), dense; dx is written in x's new layout,
-    // then copied into dx's.
-    x = torch::stable::clone(x);
-    dy = torch::stable::clone(dy);
-    written = torch::stable::empty_like(x);
-    if (weight) {
-      weight = torch::stable::clone(*weight);
-      bp.rows.w_align = pointer_alignment(weight->data_ptr());
-    }
-    set_backward_rows(op, bp, x, dy, written);
-    bp.rows.x_align = pointer_alignment(x.data_ptr());
-    bp.dy_align = pointer_alignment(dy.data_ptr());
-    bp.dx_align = pointer_alignment(written.data_ptr());
-  }
-  if (const auto why = backward_unsupported(bp)) {
-    throw ArgError(op, "x", "rows the CUDA backward kernel takes: " + *why, "shape " + shape_of(x));
-  }
-  const BackwardPlan plan = make_backward_plan(bp);
-  std::optional<Tensor> dweight, partials;
-  if (weight) {
-    dweight = empty_strided_like(*weight, weight->sizes().data(), weight->strides().data());
-    const int64_t bytes = backward_partials_bytes(plan, bp);
-    const int64_t stride = 1;
-    partials = empty_on(x, aoti_torch_dtype_uint8(), 1, &bytes, &stride);
-  }
-  BackwardArgs args;
-  args.dy = dy.data_ptr();
-  args.x = x.data_ptr();
-  args.weight = weight ? weight->data_ptr() : nullptr;
-  args.rstd = static_cast<const float*>(rstd.data_ptr());
-  args.dx = written.data_ptr();
-  args.partials = partials ? partials->data_ptr() : nullptr;
-  args.dweight = dweight ? dweight->data_ptr() : nullptr;
-  void* stream = nullptr;
-  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(x.get_device_index(), &stream));
-  const cudaError_t err =
-      launch_rmsnorm_backward(plan, bp, args, static_cast<cudaStream_t>(stream));
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();  // leave no error pending for the caller's next CUDA call
-    throw std::runtime_error(std::string("oink.") + op +
-                             ": kernel launch failed: " + cudaGetErrorString(err));
-  }
-  if (written.data_ptr() != dx.data_ptr()) {
-    Tensor out = dx;
-    torch::stable::copy_(out, written);  // on the current stream, after the kernels
-  }
-  return {dx, dweight};
-}
-#endif
-
 // (dx, dweight) of y = rmsnorm(x, weight) for the upstream gradient dy, from rmsnorm_forward's
 // rstd. dweight (the weight's dtype, None without a weight) is summed in a fixed order
 // (core/backward_plan.h): the same bits on every run and at every thread count.
@@ -163,7 +100,11 @@ BackwardResult rmsnorm_backward(Tensor dy, Tensor x, std::optional<Tensor> weigh
   const NormProblem& p = bp.rows;
   check_per_row(op, "rstd", x, p.x_dtype, rstd);
 #ifdef OINK_WITH_CUDA
-  if (x.is_cuda()) return rmsnorm_backward_cuda(op, dy, x, weight, rstd, bp, x_rows);
+  if (x.is_cuda()) {
+    auto [dx, dweight, dbias] =
+        norm_backward_cuda(op, dy, x, weight, weight, std::nullopt, rstd, nullptr, bp, x_rows);
+    return {dx, dweight};
+  }
 #endif
   Tensor dx = output_for(x, x_rows);
   set_backward_rows(op, bp, x, dy, dx);

@@ -1,4 +1,4 @@
-// New tensors for the ops' results, and the CPU-only guard of the training ops.
+// New tensors for the ops' results.
 #include "torch/tensors.h"
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
@@ -57,15 +57,6 @@ Tensor per_row_for(const Tensor& x, DType x_dtype) {
     torch::stable::fill_(stats, std::numeric_limits<double>::quiet_NaN());
   }
   return stats;
-}
-
-void require_cpu_for(const char* op, const Tensor& x) {
-  if (x.is_cuda()) {
-    throw std::runtime_error(std::string("oink.") + op +
-                             ": runs on the CPU only in this version of oink (its CUDA kernel is "
-                             "not built yet); got x on cuda:" +
-                             std::to_string(x.get_device_index()));
-  }
 }
 
 }  // namespace oink

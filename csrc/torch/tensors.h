@@ -1,4 +1,4 @@
-// New tensors for the ops' results, and the CPU-only guard of the training ops.
+// New tensors for the ops' results.
 #pragma once
 
 #include <torch/csrc/stable/tensor.h>
@@ -28,8 +28,5 @@ Tensor output_for(const Tensor& x, const RowView& x_rows);
 // float64 rows): the statistics the forward ops save for the backward ones. NaN for rows of
 // N = 0 (0 / 0, as PyTorch's); uninitialised otherwise, for the kernels to write.
 Tensor per_row_for(const Tensor& x, DType x_dtype);
-
-// The training ops run on the CPU in this version; on a CUDA tensor they say so.
-void require_cpu_for(const char* op, const Tensor& x);
 
 }  // namespace oink

@@ -1,6 +1,6 @@
-"""Gradients: oink.rmsnorm (CPU and CUDA) and oink.layernorm (CPU: its backward) differentiate
-through their _forward and _backward ops, and the in-place oink.fused_add_rms_norm (CPU and
-CUDA) records itself as an in-place op would. Every call without a backward raises on inputs
+"""Gradients: oink.rmsnorm and oink.layernorm (CPU and CUDA) differentiate through their
+_forward and _backward ops, and the in-place oink.fused_add_rms_norm (CPU and CUDA) records
+itself as an in-place op would. Every call without a backward raises on inputs
 that require grad, with grad mode on, instead of returning outputs whose gradients would be
 silently None.
 
@@ -84,7 +84,7 @@ def _rmsnorm(keyset, x, weight, eps):
     return torch.ops.oink.rmsnorm.default.redispatch(keyset & _BELOW_AUTOGRAD, x, weight, eps)
 
 
-# --- layernorm: differentiable on the CPU -------------------------------------------------------
+# --- layernorm: differentiable on the CPU and on CUDA ------------------------------------------
 
 
 def _layernorm_forward_setup(ctx, inputs, output):
@@ -126,8 +126,7 @@ torch.library.register_autograd(
 def _layernorm(keyset, x, weight, bias, eps):
     names = _needing_grad((("x", x), ("weight", weight), ("bias", bias)))
     if names:
-        if x.is_cuda:
-            _refuse("layernorm", names, "oink has no CUDA backward kernel yet (the CPU has one)")
+        # Through the op that also returns the statistics, whose autograd formula is above.
         return torch.ops.oink.layernorm_forward.default(x, weight, bias, eps)[0]
     return torch.ops.oink.layernorm.default.redispatch(
         keyset & _BELOW_AUTOGRAD, x, weight, bias, eps

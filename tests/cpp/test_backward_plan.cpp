@@ -1,4 +1,4 @@
-// The backward passes' weight-gradient blocks and rmsnorm_backward's CUDA plan: the blocks depend
+// The backward passes' weight-gradient blocks and the CUDA backward plan: the blocks depend
 // on M alone and cover every row once; the plan keeps the forward's reduction lanes, takes
 // vector I/O exactly when every stream is aligned, refuses what its kernel cannot run with a
 // sentence naming N, and backward_plan_violation catches broken plans.
@@ -102,6 +102,47 @@ TEST(BackwardUnsupported, NamesTheLimit) {
 
 // Unaligned rows take the element-wise kernel, up to 2 chunks a thread (16-bit N <= 8192); longer
 // ones are copied into dense, aligned tensors when N is whole chunks, and refused otherwise.
+// layernorm_backward: a float32 weight (widened by the binding) and a bias, whose partials
+// follow the weight's; rows of at most 2 chunks a lane.
+NormBackwardProblem layernorm_backward(DType x, int64_t n, int64_t m, bool weight, bool bias) {
+  NormBackwardProblem bp = backward(x, n, m, weight, DType::kFloat32);
+  bp.rows.op = NormOp::kLayerNorm;
+  bp.rows.has_bias = bias;
+  return bp;
+}
+
+TEST(MakeBackwardPlan, LayerNormTakesRowsOfUpToTwoChunksALane) {
+  for (const DType x : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    const int64_t limit = x == DType::kFloat32 ? 4096 : 8192;
+    for (const int64_t n : {int64_t{7}, int64_t{1000}, int64_t{1001}, limit}) {
+      const NormBackwardProblem bp = layernorm_backward(x, n, 4096, true, true);
+      ASSERT_FALSE(backward_unsupported(bp)) << n;
+      const BackwardPlan plan = make_backward_plan(bp);
+      EXPECT_LE(plan.chunks_per_thread, kBackwardLayerNormMaxChunks);
+      // The same reduction lanes as rmsnorm's backward for the row (batch invariance by N).
+      EXPECT_EQ(plan.threads_per_row, backward_threads_per_row(n, x));
+      // Two sets of partials, the weight's and the bias's; one without a weight.
+      EXPECT_EQ(backward_partials_bytes(plan, bp), 2 * plan.blocks * n * plan.partial_bytes);
+      const NormBackwardProblem bias_only = layernorm_backward(x, n, 4096, false, true);
+      EXPECT_EQ(backward_partials_bytes(make_backward_plan(bias_only), bias_only),
+                plan.blocks * n * plan.partial_bytes);
+    }
+    const auto why = backward_unsupported(layernorm_backward(x, limit + 8, 4, true, true));
+    ASSERT_TRUE(why);
+    EXPECT_NE(why->find("N <= " + std::to_string(limit)), std::string::npos) << *why;
+  }
+  // Its kernel reads a float32 weight only; only layernorm has a bias.
+  NormBackwardProblem bp = layernorm_backward(DType::kBFloat16, 4096, 64, true, true);
+  const BackwardPlan plan = make_backward_plan(bp);
+  bp.rows.w_dtype = DType::kBFloat16;
+  EXPECT_NE(backward_plan_violation(plan, bp).find("float32 weight"), std::string::npos);
+  NormBackwardProblem rms = backward(DType::kBFloat16, 4096, 64);
+  rms.rows.has_bias = true;
+  EXPECT_NE(backward_plan_violation(make_backward_plan(backward(DType::kBFloat16, 4096, 64)), rms)
+                .find("bias"),
+            std::string::npos);
+}
+
 TEST(BackwardUnsupported, LongUnalignedRowsAreCopiedWhenThatAlignsThem) {
   const auto unaligned = [](int64_t n) {
     NormBackwardProblem bp = backward(DType::kBFloat16, n, 4);

@@ -1,7 +1,7 @@
 """LayerNorm: the forward against float64 and its layouts and batch invariance,
 layernorm_forward's statistics, layernorm_backward against float64, gradcheck, autograd,
-torch.compile, opcheck, the determinism of dweight and dbias, and the errors (CPU); the forward
-on CUDA (the backward runs on the CPU only in this version)."""
+torch.compile, opcheck, the determinism of dweight and dbias, and the errors, on the CPU; the
+forward and backward on CUDA likewise."""
 
 import pytest
 import torch
@@ -310,17 +310,137 @@ def test_cuda_statistics_of_empty_rows_and_batches():
 
 
 @requires_cuda
-def test_cuda_long_rows_and_gradients_are_refused_clearly(gen):
+def test_cuda_long_rows_are_refused_clearly(gen):
     x = torch.randn(2, 16385, device="cuda", dtype=torch.bfloat16)
     expect_error(oink.layernorm, x, None, None, EPS, arg="x", expected="N <= 16384")
     x32 = torch.randn(2, 8193, device="cuda")
     expect_error(oink.layernorm, x32, None, None, EPS, arg="x", expected="N <= 8192")
-    # The backward runs on the CPU only in this version: autograd says so before running.
-    xg = torch.randn(4, 64, device="cuda").requires_grad_()
-    with pytest.raises(RuntimeError, match="requires grad"):
-        oink.layernorm(xg)
-    with torch.no_grad():
-        oink.layernorm(xg)
-    with pytest.raises(RuntimeError, match="CPU only"):
-        _, mean, rstd = oink.layernorm_forward(xg.detach())
-        oink.layernorm_backward(torch.ones_like(xg), xg.detach(), None, None, mean, rstd)
+    # The backward kernel holds 2 chunks a lane: 16-bit N <= 8192, float32 N <= 4096.
+    for dtype, n, limit in ((torch.bfloat16, 8200, 8192), (torch.float32, 4100, 4096)):
+        x = torch.randn(3, n, device="cuda", dtype=dtype)
+        _, mean, rstd = oink.layernorm_forward(x)
+        expect_error(oink.layernorm_backward, torch.ones_like(x), x, None, None, mean, rstd,
+                     arg="x", expected=f"N <= {limit}")  # fmt: skip
+
+
+# --- CUDA: the backward (kernels/norm_backward.cuh, LayerNormGrad) ------------------------------
+
+
+def check_cuda_backward(x, w, b, dy, eps=EPS):
+    """layernorm_backward on CUDA against float64 (the reference from the CPU): one rounding of
+    the exact result, plus the saved float32 statistics' rounding carried into every term, plus
+    the float32 sums' (16-bit rows: a lane's chunks and the tree for the row's two sums; for
+    dweight and dbias a block's rows, then the blocks)."""
+    n = x.shape[-1]
+    _, mean, rstd = oink.layernorm_forward(x, w, b, eps)
+    dx, dw, db = oink.layernorm_backward(dy, x, w, b, mean, rstd)
+    assert dx.dtype == x.dtype and dx.shape == x.shape and dx.device == x.device
+    acc = 2.0**-24 if x.dtype != torch.float32 else 2.0**-52
+    xd, dyd = x.double().cpu(), dy.double().cpu()
+    wd = None if w is None else w.double().cpu().requires_grad_()
+    bd = None if b is None else b.double().cpu().requires_grad_()
+    xr = xd.clone().requires_grad_()
+    F.layer_norm(xr, (n,), wd, bd, eps).backward(dyd)
+    exact_mean, exact_rstd = stats64(xd, eps)
+    r = exact_rstd.unsqueeze(-1)
+    xhat = (xd - exact_mean.unsqueeze(-1)) * r
+    g = dyd * (1 if wd is None else wd.detach())
+    # The saved mean's rounding shifts every xhat by up to `shift`.
+    shift = (2.0**-24 + 64 * acc) * xd.abs().mean(-1, keepdim=True) * r
+    stat_error = 2.0**-22 + 64 * acc  # relative: the saved rstd, the row's sums
+    scale_dx = r * (
+        g.abs()
+        + g.abs().mean(-1, keepdim=True)
+        + (xhat.abs() + shift) * (g * xhat).abs().mean(-1, keepdim=True)
+    )
+    bound = (
+        ulp(xr.grad, x.dtype)
+        + stat_error * scale_dx
+        + r * shift * (g * xhat).abs().mean(-1, keepdim=True)
+    )
+    assert ((dx.double().cpu() - xr.grad).abs() <= bound).all()
+    m = x.numel() // n
+    blocks_error = (max(32, -(-m // 256)) + 256 + 4) * acc + 2.0**-22
+    if w is None:
+        assert dw is None
+    else:
+        assert dw.dtype == w.dtype and dw.shape == w.shape
+        scale = (dyd * (xhat.abs() + shift)).abs().reshape(-1, n).sum(0)
+        bound = ulp(wd.grad, w.dtype) + blocks_error * scale
+        assert ((dw.double().cpu() - wd.grad).abs() <= bound).all()
+    if b is None:
+        assert db is None
+    else:
+        assert db.dtype == b.dtype and db.shape == b.shape
+        bound = ulp(bd.grad, b.dtype) + blocks_error * dyd.abs().reshape(-1, n).sum(0)
+        assert ((db.double().cpu() - bd.grad).abs() <= bound).all()
+    return dx, dw, db
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtypes", CUDA_DTYPES, ids=lambda d: "-".join(map(dtype_id, d)))
+@pytest.mark.parametrize(
+    "m,n", [(1, 64), (3, 8), (37, 1000), (37, 1001), (300, 4096), (9000, 2048), (5, 8192)]
+)
+def test_cuda_backward_against_float64(dtypes, m, n, gen):
+    """One and two chunks a lane with the next row prefetched, element-wise rows, rows shorter
+    than a warp, batches of many weight-gradient blocks."""
+    dtype, wdtype, bdtype = dtypes
+    if dtype == torch.float32 and n > 4096:
+        n = 4096  # float32 rows: N <= 4096 in the backward
+    x, w, b = make(m, n, dtype, wdtype, gen)
+    dy = torch.randn(m, n, generator=gen).to(dtype)
+    check_cuda_backward(x.cuda(), w.cuda(), b.to(bdtype).cuda(), dy.cuda())
+
+
+@requires_cuda
+@pytest.mark.parametrize("affine", ["none", "weight", "bias"])
+def test_cuda_backward_without_weight_or_bias(affine, gen):
+    x, w, b = make(70, 1024, torch.bfloat16, torch.bfloat16, gen)
+    dy = torch.randn(70, 1024, generator=gen).to(torch.bfloat16)
+    w = w.cuda() if affine == "weight" else None
+    b = b.cuda() if affine == "bias" else None
+    check_cuda_backward(x.cuda(), w, b, dy.cuda())
+
+
+@requires_cuda
+def test_cuda_backward_is_batch_invariant_and_deterministic(gen):
+    """dx of a row alone equals that row's in a batch; dweight and dbias have the same bits on
+    every run (fixed blocks, no atomics); padded rows give the dense rows' gradients."""
+    x, w, b = make(4000, 2048, torch.bfloat16, torch.float32, gen)
+    dy = torch.randn(4000, 2048, generator=gen).to(torch.bfloat16)
+    x, w, b, dy = x.cuda(), w.cuda(), b.cuda(), dy.cuda()
+    _, mean, rstd = oink.layernorm_forward(x, w, b, EPS)
+    dx, dw, db = oink.layernorm_backward(dy, x, w, b, mean, rstd)
+    for r in (0, 1234, 3999):
+        one = oink.layernorm_backward(dy[r : r + 1], x[r : r + 1], w, b, mean[r : r + 1],
+                                      rstd[r : r + 1])  # fmt: skip
+        assert torch.equal(one[0][0], dx[r])
+    for _ in range(3):
+        again = oink.layernorm_backward(dy, x, w, b, mean, rstd)
+        assert torch.equal(again[1], dw) and torch.equal(again[2], db)
+    xp = padded_rows(4000, 2048, torch.bfloat16, "cuda", pad=16, generator=gen)
+    xp.copy_(x)
+    dyp = padded_rows(4000, 2048, torch.bfloat16, "cuda", pad=8, generator=gen)
+    dyp.copy_(dy)
+    padded = oink.layernorm_backward(dyp, xp, w, b, mean, rstd)
+    assert all(torch.equal(p, d) for p, d in zip(padded, (dx, dw, db), strict=True))
+
+
+@requires_cuda
+def test_cuda_autograd_and_compile_match_torch(gen):
+    def loss(x, w, b):
+        return oink.layernorm(x, w, b, EPS).square().sum()
+
+    x = torch.randn(64, 512, generator=gen).cuda().requires_grad_()
+    w = torch.randn(512, generator=gen).cuda().requires_grad_()
+    b = torch.randn(512, generator=gen).cuda().requires_grad_()
+    loss(x, w, b).backward()
+    eager = [t.grad.clone() for t in (x, w, b)]
+    x.grad = w.grad = b.grad = None
+    torch.compile(loss, fullgraph=True)(x, w, b).backward()
+    assert all(torch.equal(e, t.grad) for e, t in zip(eager, (x, w, b), strict=True))
+    x2, w2, b2 = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    F.layer_norm(x2, (512,), w2, b2, EPS).square().sum().backward()
+    for mine, theirs in zip((x, w, b), (x2, w2, b2), strict=True):
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-4)
