@@ -4,8 +4,8 @@
 # summary go to $OUT (default ./out).
 #
 #   tools/gpu_run.sh [STAGE ...]     stages: build sanitize test kernels schedules profile bench
-#                                    backward ab ptx nocuda (not in the default list: backward
-#                                    is the backward bench, ab builds two trees of its own, the
+#                                    training ab ptx nocuda (not in the default list: training
+#                                    is the training bench, ab builds two trees of its own, the
 #                                    others reinstall oink)
 #                                    ab: this tree against .ab-ref (tools/ab_prepare.sh REF),
 #                                    AB_ARGS="--suite ..." in turns A B A B (bench_ab.py)
@@ -224,11 +224,12 @@ if has_stage bench; then
     note "bench: oink.bench not available"
   fi
 fi
-if has_stage backward; then
-  # rmsnorm_backward beside PyTorch, Quack and Liger (python -m oink.bench.backward; the peers
-  # from the kit when carried, as for bench). BACKWARD_ARGS: e.g. "--quick" or "--dtype fp16".
+if has_stage training; then
+  # RMSNorm and LayerNorm, forward and backward, beside PyTorch, Quack and Liger (python -m
+  # oink.bench.training; the peers from the kit when carried, as for bench). TRAINING_ARGS: e.g.
+  # "--quick", "--op layernorm --pass backward" or "--dtype fp16".
   start=$SECONDS
-  dir=/tmp/oink-backward && rm -rf "$dir"
+  dir=/tmp/oink-training && rm -rf "$dir"
   kit=()
   if [[ -f .peers/oink_peers.py ]]; then # as for bench: the kit's builds go to /tmp
     mkdir -p /tmp/peers-build
@@ -236,10 +237,10 @@ if has_stage backward; then
     kit=(--peers .peers --peers-build /tmp/peers-build)
   fi
   # shellcheck disable=SC2086
-  python3 -m oink.bench.backward ${BACKWARD_ARGS:-} ${kit[@]+"${kit[@]}"} --out "$dir" 2>&1 |
-    tail -60 | tee -a "$SUMMARY"
-  tar -czf "$OUT/backward.tar.gz" -C "$dir" .
-  note "backward: ($((SECONDS - start)) s)"
+  python3 -m oink.bench.training ${TRAINING_ARGS:-} ${kit[@]+"${kit[@]}"} --out "$dir" 2>&1 |
+    tail -80 | tee -a "$SUMMARY"
+  tar -czf "$OUT/training.tar.gz" -C "$dir" .
+  note "training: ($((SECONDS - start)) s)"
 fi
 if has_stage ab; then
   # Two builds measured in one call, on this GPU only (sm_90a, one build each): A = .ab-ref

@@ -1,0 +1,80 @@
+"""The training benchmark (`python -m oink.bench.training`) in its CPU mode: in every case
+(RMSNorm and LayerNorm, forward and backward) every provider is gated against float64 and timed,
+or reported with the reason (absent peers, a wrong result)."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from oink.bench import training
+
+
+def test_cpu_run_gates_times_and_reports(tmp_path, monkeypatch) -> None:
+    def wrong(*args):  # the compiled formula's outputs, the first off by a factor
+        first, *rest = training.FORMULAS[case_name[0]](*args)
+        return (first * 1.1, *rest)
+
+    case_name = [None]
+    real = training.providers
+
+    def with_wrong(case, device):
+        case_name[0] = case
+        have, missing = real(case, device)
+        return {**have, "wrong": wrong}, missing
+
+    monkeypatch.setattr(training, "providers", with_wrong)
+    assert training.main(["--cpu", "--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert set(doc["cases"]) == set(training.CASES)
+    for name, records in doc["cases"].items():
+        case = training.CASES[name]
+        by = {}
+        for r in records:
+            by.setdefault(r["provider"], []).append(r)
+        assert len(by["oink"]) == len(training.CPU_SHAPES)
+        for r in by["oink"] + by["torch_compile"]:
+            assert r["time_us"] > 0 and 0 < r["pct_of_copy"] and r["bytes"] > 0, (name, r)
+        for r in by["torch_compile"]:
+            assert r["oink_speedup"] > 0
+        for r in by["wrong"]:
+            assert "time_us" not in r and "correctness gate" in r["skipped"]
+            assert case.outputs[0] in r["skipped"]
+        for peer in ("quack", "liger"):
+            assert all(r["skipped"] == "CUDA only" for r in by[peer])
+    text = (tmp_path / "results.md").read_text()
+    assert "## layernorm backward" in text and "| 1024 | 64 |" in text
+    assert "wrong: correctness gate" in text
+
+
+def test_bytes_model() -> None:
+    """The least each pass moves (the docstring's model), bf16 rows, M x N = 8 x 64."""
+    m, n, e = 8, 64, 2
+    assert (
+        training.CASES["rmsnorm forward"].model_bytes(m, n, e, e) == 2 * m * n * e + 4 * m + n * e
+    )
+    rms_back = training.CASES["rmsnorm backward"].model_bytes(m, n, e, e)
+    assert rms_back == 3 * m * n * e + 4 * m + 2 * n * e
+    ln_fwd = training.CASES["layernorm forward"].model_bytes(m, n, e, 4)
+    assert ln_fwd == 2 * m * n * e + 8 * m + 2 * n * 4
+    ln_back = training.CASES["layernorm backward"].model_bytes(m, n, e, 4)
+    assert ln_back == 3 * m * n * e + 8 * m + 3 * n * 4
+
+
+def test_formulas_match_float64() -> None:
+    """The torch baselines' formulas are the passes (float64 reference, float32 inputs)."""
+    g = torch.Generator().manual_seed(3)
+    x, dy = (torch.randn(9, 256, generator=g) for _ in range(2))
+    w, b = torch.randn(256, generator=g), torch.randn(256, generator=g)
+    for name, case in training.CASES.items():
+        if case.pass_ == "forward":
+            inputs = (x,)
+        elif case.op == "rmsnorm":
+            inputs = (dy, x, training.rms_forward_formula(x, w)[1])
+        else:
+            inputs = (dy, x, *training.ln_forward_formula(x, w, b)[1:])
+        params = (w,) if case.op == "rmsnorm" else (w, b)
+        got = training.FORMULAS[name](*inputs, *params)
+        for out, ref in zip(got, training.reference(name, inputs, params), strict=True):
+            assert training.rel_l2(out, ref) < 1e-5, name
