@@ -8,8 +8,9 @@
 //   y = (x - mean) * rstd * w + b,   rstd = 1 / sqrt(var + eps),
 //
 // in the accumulation type (float32 for 16-bit rows, float64 for float32 rows, as NormRow),
-// rounded once to the row's type. The weight is the model's, of any dtype W; the bias arrives as
-// float32 (KernelParams::bias, widened by the binding: exact for every narrower dtype).
+// rounded once to the row's type. Addressing and loads are RowIo's (norm_row.cuh), as NormRow's.
+// The binding widens the weight and the bias to float32 (exact for every narrower dtype), so the
+// kernels are instantiated for W = float only (norm_forward.cu); the bias is KernelParams::bias.
 #pragma once
 
 #include <cstdint>
@@ -21,13 +22,16 @@
 namespace oink {
 
 template <typename T, typename W, typename Op, bool kVector>
-struct LayerNormRow {
+struct LayerNormRow : RowIo<T, W, kVector> {
   static_assert(!Op::kAddsResidual, "layernorm has no fused residual");
-  static constexpr int kElems = 16 / sizeof(T);
-  using XVec = device::Vec<T, kElems>;
-  using WVec = device::Vec<W, kElems>;
+  using Io = RowIo<T, W, kVector>;
+  using Io::kElems;
+  using Io::n;
+  using Io::out;
+  using typename Io::WVec;
+  using typename Io::XVec;
   using BVec = device::Vec<float, kElems>;
-  using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
+  using Acc = RowAcc<T>;
   using Statistic = typename Op::template Statistic<Acc>;
 
   struct Stats {
@@ -36,38 +40,12 @@ struct LayerNormRow {
   };
   static constexpr int kReductions = 2;
 
-  const T* x;
-  T* out;
-  T* res;  // always nullptr: the schedules name it for the fused op only
-  const W* weight;
   const float* bias;
-  int64_t n;
 
   __device__ LayerNormRow(const KernelParams& p, int64_t row, bool active)
       : LayerNormRow(p, row_offsets(p, active ? row : 0)) {}
   __device__ LayerNormRow(const KernelParams& p, const RowOffsets& at)
-      : x(static_cast<const T*>(p.x) + at.x),
-        out(static_cast<T*>(p.out) + at.out),
-        res(nullptr),
-        weight(static_cast<const W*>(p.weight)),
-        bias(p.bias),
-        n(p.cols) {}
-
-  __device__ XVec load_x(int64_t col) const {
-    return device::load_chunk<kVector, T, kElems>(x, col, n);
-  }
-  __device__ WVec load_weight(int64_t col) const {
-    return weight != nullptr ? load_given_weight(col) : unit_weight();
-  }
-  __device__ WVec load_given_weight(int64_t col) const {  // precondition: weight != nullptr
-    return device::load_chunk<kVector, W, kElems>(weight, col, n);
-  }
-  __device__ static WVec unit_weight() {
-    WVec w;
-#pragma unroll
-    for (int e = 0; e < kElems; ++e) w.v[e] = device::from_float<W>(1.f);
-    return w;
-  }
+      : Io(p, at, false), bias(p.bias) {}
 
   // Reduction 1: the elements, in increasing order.
   __device__ static Acc first_terms(const XVec& v, Acc acc) {

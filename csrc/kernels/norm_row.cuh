@@ -89,21 +89,23 @@ __device__ __forceinline__ RowOffsets row_offsets(const KernelParams& p, int64_t
   return at;
 }
 
-// T: x/out/residual element type; W: weight element type; Op: RmsNormOp or FusedAddRmsNormOp
-// (kernels/row_op.cuh); kVector: every chunk is a full, aligned 16-byte vector (else element by
-// element, bounds-checked).
-template <typename T, typename W, typename Op, bool kVector>
-struct NormRow {
+// The accumulation type of a row of T. float32 rows sum, scale and multiply in float64 with one
+// rounding at the end: with float32 math throughout, float32 outputs were 1-1.5 ulp worse than
+// F.rms_norm's on the H200 (GUIDE §2 allows one ulp). 16-bit outputs keep float32: their final
+// rounding (2^-9 or 2^-12) dwarfs float32 error, and they were within bounds in every sweep case.
+template <typename T>
+using RowAcc = std::conditional_t<std::is_same_v<T, float>, double, float>;
+
+// What every row type shares (NormRow below, LayerNormRow in layernorm_row.cuh): where row `row`
+// of x, out and the residual (the fused op's; nullptr for the others) start, the weight, and
+// their chunk loads. T: x/out element type; W: weight element type; kVector: every chunk is a
+// full, aligned 16-byte vector (else element by element, bounds-checked). The members keep the
+// order NormRow had before the split: the kernels' PTX is the same (checked).
+template <typename T, typename W, bool kVector>
+struct RowIo {
   static constexpr int kElems = 16 / sizeof(T);
   using XVec = device::Vec<T, kElems>;
   using WVec = device::Vec<W, kElems>;
-  // Accumulation type. float32 rows sum, scale and multiply in float64 with one rounding at the
-  // end: with float32 math throughout, float32 outputs were 1-1.5 ulp worse than F.rms_norm's on
-  // the H200 (GUIDE §2 allows one ulp). 16-bit outputs keep float32: their final rounding (2^-9 or
-  // 2^-12) dwarfs float32 error, and they were within bounds in every sweep case.
-  using Acc = std::conditional_t<std::is_same_v<T, float>, double, float>;
-  // The reduction of the row's statistic (the sum of squares).
-  using Statistic = typename Op::template Statistic<Acc>;
 
   const T* x;
   T* out;
@@ -111,13 +113,10 @@ struct NormRow {
   const W* weight;
   int64_t n;
 
-  // Rows past the last one point at row 0 and must not be touched (callers check `active`).
-  __device__ NormRow(const KernelParams& p, int64_t row, bool active)
-      : NormRow(p, row_offsets(p, active ? row : 0)) {}
-  __device__ NormRow(const KernelParams& p, const RowOffsets& at)
+  __device__ RowIo(const KernelParams& p, const RowOffsets& at, bool residual)
       : x(static_cast<const T*>(p.x) + at.x),
         out(static_cast<T*>(p.out) + at.out),
-        res(Op::kAddsResidual ? static_cast<T*>(p.residual) + at.residual : nullptr),
+        res(residual ? static_cast<T*>(p.residual) + at.residual : nullptr),
         weight(static_cast<const W*>(p.weight)),
         n(p.cols) {}
 
@@ -126,16 +125,6 @@ struct NormRow {
   }
   __device__ XVec load_residual(int64_t col) const {
     return device::load_chunk<kVector, T, kElems>(res, col, n);
-  }
-
-  // Fused op: residual + x rounded to T, stored to the residual; the value that gets normalised.
-  __device__ XVec add_residual(int64_t col, XVec v, const XVec& r) const {
-#pragma unroll
-    for (int e = 0; e < kElems; ++e) {
-      v.v[e] = device::from_float<T>(device::to_float(v.v[e]) + device::to_float(r.v[e]));
-    }
-    device::store_chunk<kVector, T, kElems>(res, col, n, v);
-    return v;
   }
 
   // Brings the weight chunk at `col` into L1, so that load_weight(col) later hits there.
@@ -157,6 +146,37 @@ struct NormRow {
 #pragma unroll
     for (int e = 0; e < kElems; ++e) w.v[e] = device::from_float<W>(1.f);
     return w;
+  }
+};
+
+// The RMSNorm family's row. Op: RmsNormOp, RmsNormSavingRstdOp or FusedAddRmsNormOp
+// (kernels/row_op.cuh).
+template <typename T, typename W, typename Op, bool kVector>
+struct NormRow : RowIo<T, W, kVector> {
+  using Io = RowIo<T, W, kVector>;
+  using Io::kElems;
+  using Io::n;
+  using Io::out;
+  using Io::res;
+  using typename Io::WVec;
+  using typename Io::XVec;
+  using Acc = RowAcc<T>;
+  // The reduction of the row's statistic (the sum of squares).
+  using Statistic = typename Op::template Statistic<Acc>;
+
+  // Rows past the last one point at row 0 and must not be touched (callers check `active`).
+  __device__ NormRow(const KernelParams& p, int64_t row, bool active)
+      : NormRow(p, row_offsets(p, active ? row : 0)) {}
+  __device__ NormRow(const KernelParams& p, const RowOffsets& at) : Io(p, at, Op::kAddsResidual) {}
+
+  // Fused op: residual + x rounded to T, stored to the residual; the value that gets normalised.
+  __device__ XVec add_residual(int64_t col, XVec v, const XVec& r) const {
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) {
+      v.v[e] = device::from_float<T>(device::to_float(v.v[e]) + device::to_float(r.v[e]));
+    }
+    device::store_chunk<kVector, T, kElems>(res, col, n, v);
+    return v;
   }
 
   // The row's statistics, as the schedules that are generic over the row type see them
