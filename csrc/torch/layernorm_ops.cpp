@@ -1,6 +1,8 @@
 // oink::layernorm, layernorm_forward and layernorm_backward (CPU and CUDA): validate -> widen the
 // weight and bias once (float64 for the CPU kernels of cpu/layernorm_cpu.*, float32 for the CUDA
 // ones) -> run. Fake kernels in python/oink/_fake.py, autograd in python/oink/_autograd.py.
+#include "torch/layernorm_ops.h"
+
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
@@ -43,6 +45,15 @@ std::optional<Tensor> as_float32(const std::optional<Tensor>& t) {
   return torch::stable::to(*t, torch::headeronly::ScalarType::Float);
 }
 
+// The problem the CUDA kernels see, with the weight and bias as their float32 copies `w` and `b`.
+void widen_for_cuda(NormProblem& p, const std::optional<Tensor>& w,
+                    const std::optional<Tensor>& b) {
+  p.w_dtype = DType::kFloat32;
+  if (w) p.w_align = pointer_alignment(w->data_ptr());
+  p.has_bias = b.has_value();
+  if (b) p.bias_align = pointer_alignment(b->data_ptr());
+}
+
 // The CUDA path: the registers schedule of kernels/layernorm_row.cuh, with the weight and bias
 // widened to float32 (one kernel type for every weight dtype).
 void forward_cuda(const char* op, NormProblem p, const Tensor& x, const Tensor& out,
@@ -51,10 +62,7 @@ void forward_cuda(const char* op, NormProblem p, const Tensor& x, const Tensor& 
   const std::string unsupported = cuda_forward_unsupported(p);
   if (!unsupported.empty()) throw ArgError(op, "x", unsupported, shape_of(x));
   const std::optional<Tensor> w = as_float32(weight), b = as_float32(bias);
-  p.w_dtype = DType::kFloat32;
-  if (w) p.w_align = pointer_alignment(w->data_ptr());
-  p.has_bias = b.has_value();
-  if (b) p.bias_align = pointer_alignment(b->data_ptr());
+  widen_for_cuda(p, w, b);
   NormArgs args;
   args.x = x.data_ptr();
   args.out = out.data_ptr();
@@ -132,8 +140,7 @@ std::tuple<Tensor, std::optional<Tensor>, std::optional<Tensor>> layernorm_backw
     // The kernel reads the weight as float32 (widened once: one kernel for every weight dtype);
     // dweight and dbias take the caller's weight's and bias's dtypes.
     const std::optional<Tensor> w = as_float32(weight);
-    bp.rows.w_dtype = DType::kFloat32;
-    if (w) bp.rows.w_align = pointer_alignment(w->data_ptr());
+    widen_for_cuda(bp.rows, w, std::nullopt);  // the bias is not read, only its gradient summed
     bp.rows.has_bias = bias.has_value();
     return norm_backward_cuda(op, dy, x, w, weight, bias, rstd, &mean, bp, x_rows);
   }
@@ -181,6 +188,21 @@ std::tuple<Tensor, std::optional<Tensor>, std::optional<Tensor>> layernorm_backw
 }
 
 }  // namespace
+
+NormProblem layernorm_problem_for_explain(const Tensor& x, const std::optional<Tensor>& weight,
+                                          const std::optional<Tensor>& bias, double eps) {
+  const char* op = "explain";
+  RowView x_rows;
+  NormProblem p = check_norm_inputs(NormOp::kLayerNorm, x, weight, nullptr, eps, &x_rows, op);
+  check_bias(op, x, bias, p.cols);
+  check_out(p, op, x, x_rows, output_for(x, x_rows));
+  if (x.is_cuda()) {
+    const std::string unsupported = cuda_forward_unsupported(p);
+    if (!unsupported.empty()) throw ArgError(op, "x", unsupported, shape_of(x));
+    widen_for_cuda(p, as_float32(weight), as_float32(bias));  // as a call would: new copies
+  }
+  return p;
+}
 
 STABLE_TORCH_LIBRARY_IMPL(oink, CPU, m) {
   m.impl("layernorm", TORCH_BOX(&layernorm));

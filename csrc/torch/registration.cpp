@@ -33,8 +33,9 @@ STABLE_TORCH_LIBRARY(oink, m) {
   // the text, number and list fields, then the texts, the numbers and the two lists (oink.explain
   // makes a Plan of them).
   m.def(
-      "explain(str op, Tensor x, Tensor? weight=None, Tensor? residual=None, float eps=1e-6) -> "
-      "(str[] names, str[] texts, int[] numbers, int[] row_sizes, int[] x_strides)");
+      "explain(str op, Tensor x, Tensor? weight=None, Tensor? residual=None, float eps=1e-6, "
+      "Tensor? bias=None) -> (str[] names, str[] texts, int[] numbers, int[] row_sizes, "
+      "int[] x_strides)");
   // Whether later launches may use programmatic dependent launch (default true; sm_90+ only).
   // Returns the previous setting. A process-wide choice, read when a call is planned.
   m.def("set_pdl(bool enabled) -> bool");

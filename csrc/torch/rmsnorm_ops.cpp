@@ -1,6 +1,7 @@
-// oink::rmsnorm (and .out), oink::fused_add_rms_norm and oink::explain for CPU and CUDA tensors:
-// validate -> NormProblem -> make_plan -> launch. Fake (meta) kernels live in python/oink/_fake.py
-// because they must work on symbolic shapes, which C++ kernels cannot read.
+// oink::rmsnorm (and .out), oink::fused_add_rms_norm and oink::explain (of these and layernorm)
+// for CPU and CUDA tensors: validate -> NormProblem -> make_plan -> launch. Fake (meta) kernels
+// live in python/oink/_fake.py because they must work on symbolic shapes, which C++ kernels
+// cannot read.
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
@@ -21,6 +22,7 @@
 #include "cpu/norm_cpu.h"
 #include "torch/backward_cuda.h"
 #include "torch/checks.h"
+#include "torch/layernorm_ops.h"
 #include "torch/run.h"
 #include "torch/tensors.h"
 
@@ -143,7 +145,7 @@ using ExplainResult = std::tuple<std::vector<std::string>, std::vector<std::stri
                                  std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>>;
 
 ExplainResult explain(std::string op, Tensor x, std::optional<Tensor> weight,
-                      std::optional<Tensor> residual, double eps) {
+                      std::optional<Tensor> residual, double eps, std::optional<Tensor> bias) {
   NormProblem problem;
   if (op == "rmsnorm") {
     RowView x_rows;
@@ -156,8 +158,14 @@ ExplainResult explain(std::string op, Tensor x, std::optional<Tensor> weight,
   } else if (op == "fused_add_rms_norm") {
     if (!residual) throw ArgError("explain", "residual", "is required for " + op, "None");
     problem = check_norm_inputs(NormOp::kFusedAddRmsNorm, x, weight, &*residual, eps);
+  } else if (op == "layernorm") {
+    problem = layernorm_problem_for_explain(x, weight, bias, eps);
   } else {
-    throw ArgError("explain", "op", "must be 'rmsnorm' or 'fused_add_rms_norm'", "'" + op + "'");
+    throw ArgError("explain", "op", "must be 'rmsnorm', 'fused_add_rms_norm' or 'layernorm'",
+                   "'" + op + "'");
+  }
+  if (bias && problem.op != NormOp::kLayerNorm) {
+    throw ArgError("explain", "bias", "is layernorm's only", "a tensor for " + op);
   }
 #ifdef OINK_WITH_CUDA
   std::optional<torch::stable::accelerator::DeviceGuard> guard;

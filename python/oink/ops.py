@@ -238,10 +238,13 @@ def explain(
     op: str = "rmsnorm",
     residual: torch.Tensor | None = None,
     eps: float = 1e-6,
+    bias: torch.Tensor | None = None,
 ) -> Plan:
-    """The plan a call of `op` ("rmsnorm" or "fused_add_rms_norm") with these arguments would use.
-    For the fused op without `residual`, a residual laid out like x is assumed. On a GPU this
-    loads the kernel the plan selects (its image decides PDL)."""
+    """The plan a call of `op` ("rmsnorm", "fused_add_rms_norm" or "layernorm", whose `bias` it
+    takes) with these arguments would use. For the fused op without `residual`, a residual laid
+    out like x is assumed. On a GPU this loads the kernel the plan selects (its image decides
+    PDL)."""
     if op == "fused_add_rms_norm" and residual is None:
         residual = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
-    return Plan.from_fields(*torch.ops.oink.explain.default(op, x, weight, residual, eps))
+    fields = torch.ops.oink.explain.default(op, x, weight, residual, eps, bias)
+    return Plan.from_fields(*fields)

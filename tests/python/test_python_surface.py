@@ -77,7 +77,26 @@ def test_explain_fused_and_bad_op(device):
     plan = oink.explain(x, w, op="fused_add_rms_norm")
     assert plan.op == "fused_add_rms_norm" and plan.ld_residual == 1024
     with pytest.raises(ValueError, match="argument 'op'"):
-        oink.explain(x, w, op="layernorm")
+        oink.explain(x, w, op="softmax")
+    with pytest.raises(ValueError, match="argument 'bias'"):
+        oink.explain(x, w, bias=w)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_explain_layernorm(device):
+    x = torch.randn(4096, 4096, dtype=torch.bfloat16, device=device)
+    w = torch.ones(4096, dtype=torch.bfloat16, device=device)
+    plan = oink.explain(x, w, op="layernorm", bias=torch.zeros(4096, device=device))
+    assert plan.op == "layernorm" and plan.M == 4096 and plan.N == 4096
+    if device == "cpu":
+        assert plan.variant == "cpu"
+    else:
+        # The registers schedule at every M, the weight read as float32 (widened by the op).
+        assert plan.variant == "row_in_registers" and plan.weight_dtype == "float32"
+        assert plan.vector_io and plan.threads_per_row == oink.explain(x, w).threads_per_row
+        with pytest.raises(ValueError, match="N <= 16384"):
+            oink.explain(torch.randn(2, 16392, device=device, dtype=torch.bfloat16),
+                         op="layernorm")  # fmt: skip
 
 
 def test_pdl_is_on_by_default():
