@@ -56,10 +56,15 @@ struct LayerNormRow : RowIo<T, W, kVector> {
   __device__ static Stats finish_first(Acc total, const KernelParams& p) {
     return {total * inv_cols(p), Acc(0)};
   }
-  // Reduction 2: the squared deviations from the mean, in increasing order.
-  __device__ static Acc second_terms(const XVec& v, Acc acc, const Stats& stats) {
+  // Reduction 2: the squared deviations from the mean, in increasing order, of the chunk at
+  // `col`. Element-wise chunks past the row's end hold zeros (device::load_chunk), which add
+  // nothing to reduction 1 but would add mean^2 here: they are skipped.
+  __device__ Acc second_terms(int64_t col, const XVec& v, Acc acc, const Stats& stats) const {
 #pragma unroll
     for (int e = 0; e < kElems; ++e) {
+      if constexpr (!kVector) {
+        if (col + e >= n) break;
+      }
       const Acc d = static_cast<Acc>(device::to_float(v.v[e])) - stats.mean;
       if constexpr (std::is_same_v<Acc, double>) {
         acc = fma(d, d, acc);

@@ -136,7 +136,8 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
       Acc second = 0;
 #pragma unroll
       for (int i = 0; i < kChunks; ++i) {
-        if (mine[i]) second = Row::second_terms(v[i], second, stats);
+        const int64_t col = (lane + int64_t{i} * tpr) * kElems;
+        if (mine[i]) second = r.second_terms(col, v[i], second, stats);
       }
       stats = Row::finish_second(
           device::row_reduce<typename Row::Statistic>(second, tpr, second_warp_sums), p, stats);
