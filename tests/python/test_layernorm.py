@@ -302,6 +302,19 @@ def test_cuda_batch_invariance_and_layouts(n, gen):
 
 
 @requires_cuda
+def test_cuda_64bit_offsets(gen):
+    """Rows beyond 2^31 elements from the base pointer (GUIDE §1), forward and backward."""
+    n, ld = 4096, (1 << 31) + 64
+    buffer = torch.empty(ld + n, dtype=torch.bfloat16, device="cuda")
+    x = buffer.as_strided((2, n), (ld, 1))
+    x.copy_(torch.randn(2, n, generator=gen).to(torch.bfloat16))
+    _, w, b = make(1, n, torch.bfloat16, torch.float32, gen)
+    check_cuda_forward(x, w.cuda(), b.cuda())
+    dy = torch.randn(2, n, generator=gen).to(torch.bfloat16).cuda()
+    check_cuda_backward(x, w.cuda(), b.cuda(), dy)
+
+
+@requires_cuda
 def test_cuda_statistics_of_empty_rows_and_batches():
     _, mean, rstd = oink.layernorm_forward(torch.empty(3, 0, device="cuda"))
     assert mean.isnan().all() and rstd.isnan().all()
