@@ -3,15 +3,17 @@
 // many rows a launch holds (batch invariance), whatever the combine: a floating-point sum is not
 // associative, and the fixed order is what makes it deterministic.
 //
-// A combine is a policy type (Sum below; Softmax's Max joins it with Softmax):
-//   using Value = ...;                          // a float or a double
+// A combine is a policy type (Sum and PairSum below; Softmax's Max joins them with Softmax):
+//   using Value = ...;                          // a float, a double, or a Pair of either
 //   static Value identity();                     // combine(identity(), v) == v
 //   static Value combine(Value a, Value b);      // commutative: both orders give the same bits
 // The tree needs commutativity in bits: at each butterfly step the two lanes of a pair combine
 // their values in opposite argument orders and must agree (IEEE addition is; fmax is not on +0
 // and -0, which such a policy must order itself). A row op reduces with one policy (RMSNorm: Sum
-// of squares); ops that need two statistics reduce twice (LayerNorm: the sum, then the sum of
-// squared deviations; Softmax: Max, then Sum), each pass with the same layout.
+// of squares); ops whose second statistic needs the first reduce twice (LayerNorm's forward: the
+// sum, then the sum of squared deviations; Softmax: Max, then Sum), each pass with the same
+// layout; two independent statistics reduce at once as a Pair (LayerNorm's backward: sum(g) and
+// sum(g * xhat)), one barrier instead of two.
 #pragma once
 
 #include "device/vec.cuh"
@@ -25,13 +27,42 @@ struct Sum {
   __device__ __forceinline__ static Value combine(Value a, Value b) { return a + b; }
 };
 
+// Two statistics that travel together through one reduction. Aligned to its size, so that
+// reduce_in_warp_order reads two (or one) of them per 16 bytes.
+template <typename A>
+struct alignas(2 * sizeof(A)) Pair {
+  A a, b;
+};
+
+// Each member summed on its own: the same bits as two Sum reductions in the same layout.
+template <typename Acc>
+struct PairSum {
+  using Value = Pair<Acc>;
+  __device__ __forceinline__ static Value identity() { return {Acc(0), Acc(0)}; }
+  __device__ __forceinline__ static Value combine(Value x, Value y) {
+    return {x.a + y.a, x.b + y.b};
+  }
+};
+
+// A value from lane `lane ^ offset` of the warp (full mask): one shuffle per member.
+__device__ __forceinline__ float shfl_xor(float v, int offset) {
+  return __shfl_xor_sync(0xffffffffu, v, offset);
+}
+__device__ __forceinline__ double shfl_xor(double v, int offset) {
+  return __shfl_xor_sync(0xffffffffu, v, offset);
+}
+template <typename A>
+__device__ __forceinline__ Pair<A> shfl_xor(Pair<A> v, int offset) {
+  return {shfl_xor(v.a, offset), shfl_xor(v.b, offset)};
+}
+
 // Combine over aligned groups of `width` lanes (a power of two <= 32) by an xor butterfly.
 // Result: every lane of the group holds the same bits (commutativity at each step).
 // Precondition: all 32 lanes of the warp call it (full-mask shuffles).
 template <typename Op>
 __device__ __forceinline__ typename Op::Value group_reduce(typename Op::Value v, int width) {
   for (int offset = width >> 1; offset > 0; offset >>= 1) {
-    v = Op::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    v = Op::combine(v, shfl_xor(v, offset));
   }
   return v;
 }
@@ -43,7 +74,7 @@ template <typename Op>
 __device__ __forceinline__ typename Op::Value reduce_in_warp_order(const typename Op::Value* first,
                                                                    int warps_per_row) {
   using Value = typename Op::Value;
-  constexpr int kPerVector = 16 / sizeof(Value);  // 4 floats or 2 doubles
+  constexpr int kPerVector = 16 / sizeof(Value);  // 4 floats, 2 doubles or float pairs, 1 pair
   Value total = Op::identity();
   if (warps_per_row % kPerVector == 0) {  // then `first` is 16-byte aligned too
 #pragma unroll 2

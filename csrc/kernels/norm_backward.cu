@@ -78,7 +78,7 @@ cudaError_t launch_typed(const BackwardPlan& plan, const NormBackwardProblem& bp
     err = chunks == 1 ? launch(norm_backward_kernel<GradOf, T, W, true, 1, true>)
                       : launch(norm_backward_kernel<GradOf, T, W, true, 2, true>);
   } else if (plan.vector_io) {
-    if constexpr (GradOf<float>::kReductions == 1) {
+    if constexpr (!GradOf<float>::kBiasGrad) {  // 4 chunks: RMSNorm only (backward_plan.h)
       err = launch(norm_backward_kernel<GradOf, T, W, true, 4, false>);
     }
   } else {

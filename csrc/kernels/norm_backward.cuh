@@ -82,7 +82,8 @@ __device__ __forceinline__ W round_to(double v) {
 
 // A gradient policy: what the kernel computes per row, from one element's x, dy and g = dy * w
 // (all in Acc) and the row's saved statistics.
-//   kReductions   row sums per row (each reduced on the row's lanes, in the fixed order)
+//   Combine       the row's sums as one reduction on the row's lanes, in the fixed order
+//                 (device::Sum of one value, or device::PairSum of two: one barrier a row)
 //   kBiasGrad     whether a bias gradient is summed beside the weight's
 //   Saved         the row's saved statistics as loaded (float32; load(p, row)), held while
 //                 the next row's are prefetched; Stats: them in Acc (widen), for the row's math
@@ -92,7 +93,7 @@ __device__ __forceinline__ W round_to(double v) {
 //   weight_term   the element's dweight term added to a partial (bias_term: dbias's)
 template <typename Acc>
 struct RmsNormGrad {
-  static constexpr int kReductions = 1;
+  using Combine = device::Sum<Acc>;  // sum(g * x)
   static constexpr bool kBiasGrad = false;
   struct Saved {
     float r;
@@ -102,14 +103,12 @@ struct RmsNormGrad {
   };
   __device__ static Saved load(const BackwardParams& p, int64_t row) { return {p.rstd[row]}; }
   __device__ static Stats widen(const Saved& s) { return {s.r}; }
-  __device__ static void add_terms(Acc xe, Acc g, const Stats&, Acc (&sums)[1]) {
-    sums[0] = fma(g, xe, sums[0]);  // sum(g * x)
-  }
+  __device__ static void add_terms(Acc xe, Acc g, const Stats&, Acc& sum) { sum = fma(g, xe, sum); }
   struct Coef {
     Acc r, c;
   };
-  __device__ static Coef finish(const Acc (&sums)[1], const Stats& s, Acc inv_cols) {
-    return {s.r, s.r * s.r * s.r * sums[0] * inv_cols};
+  __device__ static Coef finish(Acc sum, const Stats& s, Acc inv_cols) {
+    return {s.r, s.r * s.r * s.r * sum * inv_cols};
   }
   __device__ static Acc dx(Acc xe, Acc g, const Stats&, const Coef& k) {
     return fma(-k.c, xe, k.r * g);
@@ -122,7 +121,7 @@ struct RmsNormGrad {
 
 template <typename Acc>
 struct LayerNormGrad {
-  static constexpr int kReductions = 2;
+  using Combine = device::PairSum<Acc>;  // (sum(g), sum(g * xhat))
   static constexpr bool kBiasGrad = true;
   struct Saved {
     float mean, r;
@@ -135,15 +134,15 @@ struct LayerNormGrad {
   }
   __device__ static Stats widen(const Saved& s) { return {s.mean, s.r}; }
   __device__ static Acc xhat(Acc xe, const Stats& s) { return (xe - s.mean) * s.r; }
-  __device__ static void add_terms(Acc xe, Acc g, const Stats& s, Acc (&sums)[2]) {
-    sums[0] += g;                            // sum(g)
-    sums[1] = fma(g, xhat(xe, s), sums[1]);  // sum(g * xhat)
+  __device__ static void add_terms(Acc xe, Acc g, const Stats& s, device::Pair<Acc>& sums) {
+    sums.a += g;
+    sums.b = fma(g, xhat(xe, s), sums.b);
   }
   struct Coef {
     Acc mean_g, mean_gxhat;
   };
-  __device__ static Coef finish(const Acc (&sums)[2], const Stats&, Acc inv_cols) {
-    return {sums[0] * inv_cols, sums[1] * inv_cols};
+  __device__ static Coef finish(const device::Pair<Acc>& sums, const Stats&, Acc inv_cols) {
+    return {sums.a * inv_cols, sums.b * inv_cols};
   }
   __device__ static Acc dx(Acc xe, Acc g, const Stats& s, const Coef& k) {
     return s.r * (g - fma(xhat(xe, s), k.mean_gxhat, k.mean_g));
@@ -178,10 +177,9 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   using Acc = BackwardAcc<T>;
   using AccVec = device::Vec<Acc, kElems>;
   using Grad = GradOf<Acc>;
-  constexpr int kSums = Grad::kReductions;
-  // Alternate rows' warp sums (kSums buffers a row): a fast warp may write row i + 1's while a
-  // slow one reads row i's.
-  __shared__ alignas(16) Acc warp_sums[2 * kSums][32];
+  using Sums = typename Grad::Combine::Value;
+  // Alternate rows' warp sums: a fast warp may write row i + 1's while a slow one reads row i's.
+  __shared__ alignas(16) Sums warp_sums[2][32];
 
   const int tpr = p.threads_per_row;
   const int lane = threadIdx.x;  // block_threads = max(tpr, 32): lanes >= tpr own no chunk
@@ -300,9 +298,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
     };
 
     // The row's sums: each lane's chunks in increasing order, element by element, then the tree.
-    Acc sums[kSums];
-#pragma unroll
-    for (int k = 0; k < kSums; ++k) sums[k] = 0;
+    Sums sums = Grad::Combine::identity();
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       if (mine[i]) {
@@ -316,10 +312,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
         }
       }
     }
-#pragma unroll
-    for (int k = 0; k < kSums; ++k) {
-      sums[k] = device::row_reduce<device::Sum<Acc>>(sums[k], tpr, warp_sums[parity * kSums + k]);
-    }
+    sums = device::row_reduce<typename Grad::Combine>(sums, tpr, warp_sums[parity]);
     parity ^= 1;
     Acc inv_cols;
     if constexpr (std::is_same_v<Acc, double>) {
