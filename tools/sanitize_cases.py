@@ -156,7 +156,8 @@ def check_layernorm(dtype, wdtype, g) -> int:
     for n in LAYERNORM_N:
         if dtype == torch.float32 and n > 8192:
             continue
-        for m, pad, offset in [(5, 0, 0), (5, 3, 1), (schedule_test_rows(n, dtype), 0, 0)]:
+        # Its one schedule does not change with M; 70 rows are three weight-gradient blocks.
+        for m, pad, offset in [(5, 0, 0), (5, 3, 1), (70, 0, 0)]:
             x = padded_rows(m, n, dtype, "cuda", pad=pad, offset=offset, generator=g)
             w = None if wdtype is None else torch.randn(n, generator=g).to(wdtype).cuda()
             b = None if wdtype is None else torch.randn(n, generator=g).to(wdtype).cuda()
