@@ -37,6 +37,9 @@ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // lane; longer rows are sliced and run the cluster or two_pass kernels.
 inline constexpr int kMaxChunksPerThread = 2;
 inline constexpr int kMaxThreadsPerRow = 1024;
+// Warp values a CTA's row reductions exchange (device::row_reduce): one per warp of the largest
+// CTA a schedule launches (1024 threads, the CUDA limit): the size of the kernels' buffers.
+inline constexpr int kMaxWarpsPerCta = kMaxThreadsPerRow / 32;
 // The streamed kernel keeps 2 to 4 row groups in flight per CTA (cp.async.wait_group immediates).
 inline constexpr int kMinStages = 2;
 inline constexpr int kMaxStages = 4;

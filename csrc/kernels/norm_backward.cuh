@@ -179,7 +179,8 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   using Grad = GradOf<Acc>;
   using Sums = typename Grad::Combine::Value;
   // Alternate rows' warp sums: a fast warp may write row i + 1's while a slow one reads row i's.
-  __shared__ alignas(16) Sums warp_sums[2][32];
+  static_assert(kBackwardMaxThreads / 32 <= kMaxWarpsPerCta, "a warp value per warp");
+  __shared__ alignas(16) Sums warp_sums[2][kMaxWarpsPerCta];
 
   const int tpr = p.threads_per_row;
   const int lane = threadIdx.x;  // block_threads = max(tpr, 32): lanes >= tpr own no chunk

@@ -34,10 +34,10 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
   using XVec = typename Row::XVec;
   using WVec = typename Row::WVec;
   constexpr int kElems = Row::kElems;
-  __shared__ alignas(16) Acc warp_sums[32];
+  __shared__ alignas(16) Acc warp_sums[kMaxWarpsPerCta];
   // LayerNorm's second reduction has its own warp values: it must not overwrite the first's
   // while a slow warp still reads them. (Unused, and not allocated, for RMSNorm rows.)
-  __shared__ alignas(16) Acc second_warp_sums[Row::kReductions == 2 ? 32 : 1];
+  __shared__ alignas(16) Acc second_warp_sums[Row::kReductions == 2 ? kMaxWarpsPerCta : 1];
 
   // Where this thread's row and chunks are: parameters and thread indices only, so it is worked
   // out before begin_pdl's wait, while the preceding kernel finishes (with PDL); after the wait
@@ -168,8 +168,9 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
     // Pass 2 batches 2 chunks of x and the weight: at 4 they spilled (ptxas).
     constexpr int kBatch = kTileMaxChunksPerLane;
     constexpr int kStoreBatch = 2;
-    __shared__ alignas(16) Acc more_warp_sums[32];  // alternate slices: a slow warp may still
-    begin_pdl<W, kVector>(p);                       // read the last slice's sums
+    __shared__ alignas(16)
+        Acc more_warp_sums[kMaxWarpsPerCta];  // alternate slices: a slow warp may still
+    begin_pdl<W, kVector>(p);                 // read the last slice's sums
     Acc total = 0;
     for (int slice = 0; slice < p.slices; ++slice) {
       Acc acc = 0;

@@ -58,8 +58,9 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
   using FloatW = device::Vec<float, kElems>;  // the weight as the arithmetic uses it
   constexpr int kWeightPieces = sizeof(FloatW) / 16;
   extern __shared__ uint4 slots[];
-  __shared__ alignas(16) Acc warp_sums[2][32];  // alternate rows: a slow warp may still read
-  begin_pdl<W, true, false>(p);                 // the last row's
+  __shared__ alignas(16)
+      Acc warp_sums[2][kMaxWarpsPerCta];  // alternate rows: a slow warp may still read
+  begin_pdl<W, true, false>(p);           // the last row's
 
   const int tpr = p.threads_per_row;  // a power of two
   const int block = blockDim.x;
