@@ -49,11 +49,18 @@ inline constexpr int kBackwardMaxChunksPerThread = 4;
 inline constexpr int kBackwardPrefetchMaxChunks = 2;
 inline constexpr int kBackwardElementwiseMaxChunks = 2;
 // LayerNorm's backward holds a bias partial beside each weight partial: at most 2 chunks a
-// thread (16-bit N <= 8192, float32 N <= 4096) until a 4-chunk variant is measured for spills.
+// thread (16-bit N <= 8192, float32 N <= 4096) until a 4-chunk variant is measured for spills,
+// and the next row prefetched at 1 chunk only: at 2, the 16-bit kernel spilled 24 bytes on
+// sm_100a and sm_103a (ptxas; 124-128 registers elsewhere).
 inline constexpr int kBackwardLayerNormMaxChunks = 2;
+inline constexpr int kBackwardLayerNormPrefetchMaxChunks = 1;
 
 // The backward's reduction lanes: the forward's, at most kBackwardMaxThreads.
 int backward_threads_per_row(int64_t cols, DType x_dtype);
+
+// Chunks a thread may hold for the next row to be prefetched: kBackwardPrefetchMaxChunks, or
+// kBackwardLayerNormPrefetchMaxChunks for layernorm.
+int backward_prefetch_max_chunks(NormOp op);
 
 // The backward on CUDA (kernels/norm_backward.cuh): one CTA per weight-gradient block, which
 // walks its rows in order, a whole row at a time (the forward's reduction lanes, one chunk or two

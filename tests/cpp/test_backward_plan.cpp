@@ -119,6 +119,8 @@ TEST(MakeBackwardPlan, LayerNormTakesRowsOfUpToTwoChunksALane) {
       ASSERT_FALSE(backward_unsupported(bp)) << n;
       const BackwardPlan plan = make_backward_plan(bp);
       EXPECT_LE(plan.chunks_per_thread, kBackwardLayerNormMaxChunks);
+      // The next row is prefetched at 1 chunk a thread only (at 2 the kernel spilled).
+      EXPECT_EQ(plan.prefetch_next_row, plan.vector_io && plan.chunks_per_thread == 1) << n;
       // The same reduction lanes as rmsnorm's backward for the row (batch invariance by N).
       EXPECT_EQ(plan.threads_per_row, backward_threads_per_row(n, x));
       // Two sets of partials, the weight's and the bias's; one without a weight.
