@@ -76,8 +76,12 @@ cudaError_t launch_typed(const BackwardPlan& plan, const NormBackwardProblem& bp
   const int chunks = plan.chunks_per_thread;
   cudaError_t err = cudaErrorInvalidConfiguration;
   if (plan.prefetch_next_row) {
-    err = chunks == 1 ? launch(norm_backward_kernel<GradOf, T, W, true, 1, true>)
-                      : launch(norm_backward_kernel<GradOf, T, W, true, 2, true>);
+    if constexpr (GradOf<float>::kBiasGrad) {  // LayerNorm: at 1 chunk only (backward_plan.h)
+      err = launch(norm_backward_kernel<GradOf, T, W, true, 1, true>);
+    } else {
+      err = chunks == 1 ? launch(norm_backward_kernel<GradOf, T, W, true, 1, true>)
+                        : launch(norm_backward_kernel<GradOf, T, W, true, 2, true>);
+    }
   } else if (plan.vector_io) {
     if constexpr (GradOf<float>::kBiasGrad) {  // LayerNorm: 2 chunks, held but not prefetched
       err = launch(norm_backward_kernel<GradOf, T, W, true, 2, false>);
