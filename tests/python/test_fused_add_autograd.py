@@ -114,6 +114,21 @@ def test_a_residual_buffer_updated_in_place_layer_after_layer(device, gen):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_only_the_weight_requires_grad(device, gen):
+    """Frozen activations, a trained weight: x and residual are leaves that need no grad, so the
+    op updates them in place; the weight's gradient is the unfused op's."""
+    x = torch.randn(7, 3, 64, generator=gen, dtype=torch.float64).to(device)
+    r = torch.randn(7, 3, 64, generator=gen, dtype=torch.float64).to(device)
+    w = torch.randn(64, generator=gen, dtype=torch.float64).to(device).requires_grad_()
+    out, summed = unfused(x, r, w)
+    (want,) = torch.autograd.grad(loss_of(out, summed), (w,))
+    oink.fused_add_rms_norm(x, r, w, EPS)
+    assert x.requires_grad and torch.equal(r.detach(), summed.detach())
+    (got,) = torch.autograd.grad(loss_of(x, r), (w,))
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_compile_and_backward(device, gen):
     def step(a, b, w):
         x, r = layer_inputs(a, b)
