@@ -41,11 +41,34 @@ def test_cpu_run_gates_times_and_reports(tmp_path, monkeypatch) -> None:
         for r in by["wrong"]:
             assert "time_us" not in r and "correctness gate" in r["skipped"]
             assert case.outputs[0] in r["skipped"]
-        for peer in ("quack", "liger"):
+        peers = (
+            ("quack", "liger", "flashinfer_cute")
+            if name == "layernorm forward"
+            else ("quack", "liger")
+        )
+        for peer in peers:
             assert all(r["skipped"] == "CUDA only" for r in by[peer])
     text = (tmp_path / "results.md").read_text()
     assert "## layernorm backward" in text and "| 1024 | 64 |" in text
     assert "wrong: correctness gate" in text
+
+
+def test_gate_of_a_provider_without_statistics() -> None:
+    """An inference kernel (Y_ONLY) is gated on y alone; any other provider must return every
+    output, and a wrong y is caught either way."""
+    case = training.CASES["layernorm forward"]
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 64, generator=g)
+    w, b = torch.randn(64, generator=g), torch.randn(64, generator=g)
+    ref = training.reference(case.name, (x,), (w, b))
+
+    def y_only(x, w, b):
+        return (training.ln_forward_formula(x, w, b)[0],)
+
+    assert training.gate(case, y_only, (x, w, b), ref, y_only=True) is None
+    assert "1 outputs for 3" in training.gate(case, y_only, (x, w, b), ref)
+    assert "y rel_l2" in training.gate(case, lambda *a: (y_only(*a)[0] * 1.1,), (x, w, b), ref,
+                                       y_only=True)  # fmt: skip
 
 
 def test_bytes_model() -> None:

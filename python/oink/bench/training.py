@@ -11,6 +11,9 @@ L2, median of the replays) beside:
                  rms_norm_* / layer_norm_*, when importable, as installed, or from the peers kit
                  (--peers, default ./.peers when it exists: oink/bench/peers.py, as `oink bench`
                  uses it)
+  flashinfer_cute  FlashInfer's CuTe-DSL LayerNorm forward (layernorm_cute, PDL on, as
+                 flashinfer.norm runs it on sm_90), installed or from the kit: y only, an
+                 inference kernel that saves no statistics (its record says so)
 
 Shapes: Quack's (N = 4096, M = 8K ... 512K) and DeepSeek-V3's hidden size (N = 7168); LayerNorm's
 backward takes N <= 8192 on CUDA. Inputs: x and dy of --dtype; RMSNorm's weight of --dtype;
@@ -285,6 +288,27 @@ def liger_fn(case: str) -> Provider:
     return lambda dy, x, mean, rstd, w, b: layer_norm_backward(dy, x, w, b, mean, rstd)
 
 
+def flashinfer_cute_fn(case: str) -> Provider:
+    if case != "layernorm forward":
+        raise LookupError("FlashInfer's CuTe-DSL path has a LayerNorm forward only")
+    try:  # the peers kit's copy of FlashInfer's modules (on sys.path once the kit is loaded)
+        from fi_cute.norm.kernels.layernorm import layernorm_cute
+    except ImportError:  # an installed FlashInfer
+        from flashinfer.norm.kernels.layernorm import layernorm_cute
+
+    def fn(x, w, b):
+        out = torch.empty_like(x)
+        layernorm_cute(out, x, w, b, EPS, True)
+        return (out,)
+
+    return fn
+
+
+# Providers that return y alone where the case has statistics too (inference kernels): the gate
+# checks y, and their records say what they leave out.
+Y_ONLY = {"flashinfer_cute": "y only: saves no mean or rstd (an inference kernel)"}
+
+
 def providers(case: str, device: str) -> tuple[dict[str, Provider], dict[str, str]]:
     """({name: fn}, {name: why it is not here})."""
     have: dict[str, Provider] = {"oink": oink_fn(case), "torch_eager": torch_eager(case, device)}
@@ -293,7 +317,10 @@ def providers(case: str, device: str) -> tuple[dict[str, Provider], dict[str, st
         have["torch_compile"] = torch.compile(FORMULAS[case])
     except Exception as e:  # noqa: BLE001 (reported, not fatal)
         missing["torch_compile"] = f"{type(e).__name__}: {e}"
-    for name, make in (("quack", quack_fn), ("liger", liger_fn)):
+    peers_of_case = [("quack", quack_fn), ("liger", liger_fn)]
+    if case == "layernorm forward":
+        peers_of_case.append(("flashinfer_cute", flashinfer_cute_fn))
+    for name, make in peers_of_case:
         if device != "cuda":
             missing[name] = "CUDA only"
             continue
@@ -311,9 +338,12 @@ def rel_l2(y: torch.Tensor, ref: torch.Tensor) -> float:
     return (y - ref).norm().item() / (den if den > 0 else 1.0)
 
 
-def gate(case: Case, fn: Provider, args: tuple, ref: tuple) -> str | None:
-    """None if every output is within the bound of its dtype, else why not."""
+def gate(case: Case, fn: Provider, args: tuple, ref: tuple, y_only: bool = False) -> str | None:
+    """None if every output (y alone for a Y_ONLY provider) is within the bound of its dtype,
+    else why not."""
     got = fn(*args)
+    if y_only:
+        case, ref = Case(case.op, case.pass_, case.inputs, case.params, case.outputs[:1]), ref[:1]
     bad = []
     for name, out, exact in zip(case.outputs, got, ref, strict=False):
         if out is None:
@@ -388,8 +418,10 @@ def measure_shape(device, case, n, m, dtype, have, missing, ceiling, gen) -> lis
         def call(i: int, fn=fn):
             return fn(*sets[i], *params)
 
+        if name in Y_ONLY:
+            rec["note"] = Y_ONLY[name]
         try:
-            why = gate(case, fn, (*sets[0], *params), ref)
+            why = gate(case, fn, (*sets[0], *params), ref, y_only=name in Y_ONLY)
             if why is not None:
                 rec["skipped"] = f"correctness gate against float64: {why}"
                 continue
@@ -458,6 +490,9 @@ def markdown(result: dict, env: dict) -> str:
         skipped = {r["provider"]: r["skipped"] for r in records if r.get("skipped")}
         if skipped:
             lines += ["", "Not measured:", ""] + [f"- {k}: {v}" for k, v in skipped.items()]
+        notes = {r["provider"]: r["note"] for r in records if r.get("note")}
+        if notes:
+            lines += ["", "Notes:", ""] + [f"- {k}: {v}" for k, v in notes.items()]
     return "\n".join(lines) + "\n"
 
 
