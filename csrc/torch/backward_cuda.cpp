@@ -6,13 +6,13 @@
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/ops.h>
 
-#include <stdexcept>
 #include <string>
 
 #include "core/backward_plan.h"
 #include "core/error.h"
 #include "kernels/launch.h"
 #include "torch/checks.h"
+#include "torch/run.h"
 #include "torch/tensors.h"
 
 namespace oink {
@@ -76,14 +76,7 @@ BackwardGrads norm_backward_cuda(const char* op, Tensor dy, Tensor x, std::optio
     args.dbias = dbias->data_ptr();
     args.dbias_dtype = float_dtype_of(*bias);
   }
-  void* stream = nullptr;
-  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(x.get_device_index(), &stream));
-  const cudaError_t err = launch_norm_backward(plan, bp, args, static_cast<cudaStream_t>(stream));
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();  // leave no error pending for the caller's next CUDA call
-    throw std::runtime_error(std::string("oink.") + op +
-                             ": kernel launch failed: " + cudaGetErrorString(err));
-  }
+  check_launch(op, launch_norm_backward(plan, bp, args, current_stream_of(x)));
   if (written.data_ptr() != dx.data_ptr()) {
     Tensor out = dx;
     torch::stable::copy_(out, written);  // on the current stream, after the kernels

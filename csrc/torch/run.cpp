@@ -67,6 +67,21 @@ NormPlan plan_call(const char* op, const NormProblem& problem, const Tensor& x) 
 #endif
 }
 
+#ifdef OINK_WITH_CUDA
+cudaStream_t current_stream_of(const Tensor& x) {
+  void* stream = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(x.get_device_index(), &stream));
+  return static_cast<cudaStream_t>(stream);
+}
+
+void check_launch(const char* op, cudaError_t err, const std::string& detail) {
+  if (err == cudaSuccess) return;
+  (void)cudaGetLastError();  // leave no error pending for the caller's next CUDA call
+  throw std::runtime_error(std::string("oink.") + op + ": kernel launch failed: " +
+                           cudaGetErrorString(err) + (detail.empty() ? "" : " (" + detail + ")"));
+}
+#endif
+
 DeviceInfo device_info_of(const Tensor& x) {
 #ifdef OINK_WITH_CUDA
   if (x.is_cuda()) return cuda_device_info(x.get_device_index());
@@ -94,15 +109,8 @@ void run_forward(const char* op, const NormProblem& problem, const NormArgs& arg
 #ifdef OINK_WITH_CUDA
   const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
   const NormPlan plan = plan_call(op, problem, x);
-  void* stream = nullptr;
-  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(x.get_device_index(), &stream));
-  const cudaError_t err = launch_norm(plan, problem, args, static_cast<cudaStream_t>(stream));
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();  // leave no error pending for the caller's next CUDA call
-    throw std::runtime_error(std::string("oink.") + op +
-                             ": kernel launch failed: " + cudaGetErrorString(err) + " (" +
-                             describe(plan, problem, device_info_of(x)) + ")");
-  }
+  const cudaError_t err = launch_norm(plan, problem, args, current_stream_of(x));
+  if (err != cudaSuccess) check_launch(op, err, describe(plan, problem, device_info_of(x)));
 #else
   no_cuda_kernels(op, x);
 #endif

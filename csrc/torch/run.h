@@ -5,6 +5,12 @@
 
 #include <torch/csrc/stable/tensor.h>
 
+#include <string>
+
+#ifdef OINK_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include "core/args.h"
 #include "core/plan.h"
 #include "core/problem.h"
@@ -30,5 +36,14 @@ DeviceInfo device_info_of(const Tensor& x);
 // Runs the problem on x's device: the CPU's row loop, or the plan's kernel on the current
 // stream. A failed launch raises, naming the op and the plan.
 void run_forward(const char* op, const NormProblem& problem, const NormArgs& args, const Tensor& x);
+
+#ifdef OINK_WITH_CUDA
+// The current CUDA stream of x's device: where every launch goes.
+cudaStream_t current_stream_of(const Tensor& x);
+
+// Nothing for cudaSuccess; otherwise clears the error (none is left pending for the caller's
+// next CUDA call) and raises, naming the op, the error and `detail` (the plan, where known).
+void check_launch(const char* op, cudaError_t err, const std::string& detail = "");
+#endif
 
 }  // namespace oink
