@@ -31,7 +31,7 @@ struct LayerNormRow : RowIo<T, W, kVector> {
   using typename Io::WVec;
   using typename Io::XVec;
   using BVec = device::Vec<float, kElems>;
-  using Acc = RowAcc<T>;
+  using Acc = device::RowAcc<T>;
   using Statistic = typename Op::template Statistic<Acc>;
 
   struct Stats {

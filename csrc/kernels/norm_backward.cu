@@ -92,7 +92,7 @@ cudaError_t launch_typed(const BackwardPlan& plan, const NormBackwardProblem& bp
     err = chunks == 1 ? launch(norm_backward_kernel<GradOf, T, W, false, 1, false>)
                       : launch(norm_backward_kernel<GradOf, T, W, false, 2, false>);
   }
-  using Acc = BackwardAcc<T>;
+  using Acc = device::RowAcc<T>;
   if (err == cudaSuccess && args.weight != nullptr) {
     err = launch_partials_reduce<Acc>(plan, bp, args.partials, args.dweight_dtype, args.dweight,
                                       stream);

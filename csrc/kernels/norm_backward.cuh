@@ -60,10 +60,6 @@ struct BackwardParams {
   void* bias_partials;  // [blocks][N] of Acc, or nullptr without a bias
 };
 
-// The accumulation type of a row of T: the forward's (NormRow::Acc).
-template <typename T>
-using BackwardAcc = std::conditional_t<std::is_same_v<T, float>, double, float>;
-
 // One rounding from the accumulation type to an element type.
 template <typename W>
 __device__ __forceinline__ W round_to(float v) {
@@ -153,10 +149,10 @@ struct LayerNormGrad {
   __device__ static Acc bias_term(Acc dye, Acc partial) { return partial + dye; }
 };
 
-// Grad: RmsNormGrad or LayerNormGrad (of BackwardAcc<T>); T: x/dy/dx element type; W: weight
-// element type; kVector: every chunk a whole, aligned 16-byte
-// vector (else element by element, bounds-checked); kChunks: the plan's chunks_per_thread;
-// kPrefetch: the plan's prefetch_next_row.
+// GradOf: RmsNormGrad or LayerNormGrad (of device::RowAcc<T>); T: x/dy/dx element type; W:
+// weight element type; kVector: every chunk a whole, aligned 16-byte vector (else element by
+// element, bounds-checked); kChunks: the plan's chunks_per_thread; kPrefetch: the plan's
+// prefetch_next_row.
 //
 // Registers (128 a thread: core/backward_plan.h, kBackwardMaxThreads): a thread holds its
 // columns' partial sums for the whole block, and with vector I/O its row's chunks as raw words
@@ -174,7 +170,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   constexpr int kElems = 16 / sizeof(T);
   using XVec = device::Vec<T, kElems>;
   using WVec = device::Vec<W, kElems>;
-  using Acc = BackwardAcc<T>;
+  using Acc = device::RowAcc<T>;
   using AccVec = device::Vec<Acc, kElems>;
   using Grad = GradOf<Acc>;
   using Sums = typename Grad::Combine::Value;

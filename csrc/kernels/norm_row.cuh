@@ -89,13 +89,6 @@ __device__ __forceinline__ RowOffsets row_offsets(const KernelParams& p, int64_t
   return at;
 }
 
-// The accumulation type of a row of T. float32 rows sum, scale and multiply in float64 with one
-// rounding at the end: with float32 math throughout, float32 outputs were 1-1.5 ulp worse than
-// F.rms_norm's on the H200 (GUIDE §2 allows one ulp). 16-bit outputs keep float32: their final
-// rounding (2^-9 or 2^-12) dwarfs float32 error, and they were within bounds in every sweep case.
-template <typename T>
-using RowAcc = std::conditional_t<std::is_same_v<T, float>, double, float>;
-
 // What every row type shares (NormRow below, LayerNormRow in layernorm_row.cuh): where row `row`
 // of x, out and the residual (the fused op's; nullptr for the others) start, the weight, and
 // their chunk loads. T: x/out element type; W: weight element type; kVector: every chunk is a
@@ -160,7 +153,7 @@ struct NormRow : RowIo<T, W, kVector> {
   using Io::res;
   using typename Io::WVec;
   using typename Io::XVec;
-  using Acc = RowAcc<T>;
+  using Acc = device::RowAcc<T>;
   // The reduction of the row's statistic (the sum of squares).
   using Statistic = typename Op::template Statistic<Acc>;
 
