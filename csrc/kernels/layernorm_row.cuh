@@ -53,8 +53,17 @@ struct LayerNormRow : RowIo<T, W, kVector> {
     for (int e = 0; e < kElems; ++e) acc += static_cast<Acc>(device::to_float(v.v[e]));
     return acc;
   }
+  // The mean is rounded here, by an explicit multiply that the compiler may not contract into
+  // the subtractions that use it: with `total * inv_cols` it fused that product into some of the
+  // `x - mean` (an fma of -total, inv_cols and x, which rounds once instead of twice) and not
+  // into others, as the kernel's code layout let it, so layernorm and layernorm_forward (one
+  // more use of the mean: its store) disagreed in the last bit of some outputs (H200 sweep).
   __device__ static Stats finish_first(Acc total, const KernelParams& p) {
-    return {total * inv_cols(p), Acc(0)};
+    if constexpr (std::is_same_v<Acc, double>) {
+      return {__dmul_rn(total, p.inv_cols_d), Acc(0)};
+    } else {
+      return {__fmul_rn(total, p.inv_cols), Acc(0)};
+    }
   }
   // Reduction 2: the squared deviations from the mean, in increasing order, of the chunk at
   // `col`. Element-wise chunks past the row's end hold zeros (device::load_chunk), which add
@@ -74,15 +83,17 @@ struct LayerNormRow : RowIo<T, W, kVector> {
     }
     return acc;
   }
-  // Once per row, so precision costs nothing: float32's correctly rounded rsqrt, as
-  // NormRow::inv_rms; in float64 a correctly rounded square root and division (within an ulp of
-  // float64, far below the float32 rounding that follows), since rsqrt(double)'s call into its
-  // slow path spilled registers in the stats-saving kernel (ptxas, sm_90a).
+  // Once per row, so precision costs nothing: var + eps as one explicit fma (one rounding, the
+  // same in every kernel, whatever the compiler would contract), then float32's correctly
+  // rounded rsqrt, as NormRow::inv_rms; in float64 a correctly rounded square root and division
+  // (within an ulp of float64, far below the float32 rounding that follows), since
+  // rsqrt(double)'s call into its slow path spilled registers in the stats-saving kernel (ptxas,
+  // sm_90a).
   __device__ static Stats finish_second(Acc total, const KernelParams& p, Stats stats) {
     if constexpr (std::is_same_v<Acc, double>) {
-      stats.rstd = 1.0 / sqrt(total * p.inv_cols_d + static_cast<double>(p.eps));
+      stats.rstd = 1.0 / sqrt(fma(total, p.inv_cols_d, static_cast<double>(p.eps)));
     } else {
-      stats.rstd = __frsqrt_rn(total * p.inv_cols + p.eps);
+      stats.rstd = __frsqrt_rn(fmaf(total, p.inv_cols, p.eps));
     }
     return stats;
   }
@@ -114,6 +125,7 @@ struct LayerNormRow : RowIo<T, W, kVector> {
     XVec y;
 #pragma unroll
     for (int e = 0; e < kElems; ++e) {
+      // (x - mean) * rstd: a subtraction, then a product; neither can be contracted.
       const Acc xhat = (static_cast<Acc>(device::to_float(v.v[e])) - stats.mean) * stats.rstd;
       const Acc we = static_cast<Acc>(device::to_float(w.v[e]));
       const Acc be = static_cast<Acc>(b.v[e]);
@@ -124,15 +136,6 @@ struct LayerNormRow : RowIo<T, W, kVector> {
       }
     }
     device::store_chunk<kVector, T, kElems>(out, col, n, y);
-  }
-
- private:
-  __device__ static Acc inv_cols(const KernelParams& p) {
-    if constexpr (std::is_same_v<Acc, double>) {
-      return p.inv_cols_d;
-    } else {
-      return p.inv_cols;
-    }
   }
 };
 
