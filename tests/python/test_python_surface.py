@@ -141,10 +141,10 @@ def test_cuda_targets_name_what_the_build_embeds():
     assert isinstance(targets, list)
     for t in targets:
         assert t.startswith(("sm_", "compute_")), t
-    if targets:
-        # PTX no older than compute_90 (older PTX compiles PDL's wait away).
-        ptx = [int(t[8:].rstrip("af")) for t in targets if t.startswith("compute_")]
-        assert ptx and min(ptx) >= 90, targets
+    # PTX, where a build embeds it (the default build does; one for sm_90a alone does not), no
+    # older than compute_90: older PTX compiles PDL's wait away.
+    ptx = [int(t[8:].rstrip("af")) for t in targets if t.startswith("compute_")]
+    assert all(v >= 90 for v in ptx), targets
     # Availability needs kernels for the GPU: never true without a GPU or without targets.
     if not targets or not torch.cuda.is_available():
         assert oink.cuda_available() is False

@@ -5,7 +5,9 @@ L2, median of the replays) beside:
 
   torch_eager    PyTorch's own kernels: _fused_rms_norm and its backward
                  (aten::_fused_rms_norm_backward), native_layer_norm and native_layer_norm_backward
-                 (on the CPU, where _fused_rms_norm_backward has none, the float32 formula, eager)
+                 (on the CPU, where _fused_rms_norm_backward has none, the float32 formula, eager;
+                 on CUDA LayerNorm's parameters converted once to x's dtype, the only one
+                 PyTorch's CUDA kernels take)
   torch_compile  the float32 formula compiled by Inductor (what a compiled model runs)
   quack, liger   Quack's rmsnorm_fwd / rmsnorm_bwd / layernorm_fwd / layernorm_bwd and Liger's
                  rms_norm_* / layer_norm_*, when importable, as installed, or from the peers kit
@@ -36,6 +38,7 @@ Results: results.json and results.md under --out."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import time
 from collections.abc import Callable
@@ -110,23 +113,56 @@ def ln_backward_formula(dy, x, mean, rstd, w, b):
 # --- float64 references ---------------------------------------------------------------------------
 
 
+# Rows a block of the reference takes: its float64 temporaries stay near a GiB at N = 7168,
+# where the whole batch (M = 512K) would need tens of GiB.
+REFERENCE_BLOCK_ROWS = 8192
+
+
 def reference(case: str, inputs: tuple, params: tuple) -> tuple:
-    """The case's outputs in float64 (on the CPU), from the exact statistics."""
-    cpu = [t.double().cpu() for t in (*inputs, *params)]
+    """The case's outputs in float64, from the exact statistics, on the inputs' device (the CPU
+    took minutes over the largest batches), a block of rows at a time: the per-row outputs block
+    by block, the parameters' gradients summed over the blocks."""
+    m = inputs[0].shape[0]
+    outs: list = []
+    for start in range(0, max(m, 1), REFERENCE_BLOCK_ROWS):
+        block = _reference_block(case, [t[start : start + REFERENCE_BLOCK_ROWS] for t in inputs],
+                                 params)  # fmt: skip
+        if not outs:
+            outs = [
+                o.new_empty((m, *o.shape[1:])) if i not in _column_outputs(case) else o
+                for i, o in enumerate(block)
+            ]
+        for i, o in enumerate(block):
+            if i in _column_outputs(case):
+                if start > 0:
+                    outs[i] += o
+            else:
+                outs[i][start : start + o.shape[0]] = o
+    return tuple(outs)
+
+
+def _column_outputs(case: str) -> set[int]:
+    """The outputs that are sums over the rows (dweight, dbias), by position."""
+    names = CASES[case].outputs
+    return {i for i, name in enumerate(names) if name in ("dweight", "dbias")}
+
+
+def _reference_block(case: str, inputs: list, params: tuple) -> tuple:
+    t64 = [t.double() for t in (*inputs, *params)]
     if case == "rmsnorm forward":
-        x, w = cpu
+        x, w = t64
         rstd = torch.rsqrt(x.pow(2).mean(-1) + EPS)
         return x * rstd.unsqueeze(-1) * w, rstd
     if case == "rmsnorm backward":
-        dy, x, _, w = cpu
+        dy, x, _, w = t64
         rstd = torch.rsqrt(x.pow(2).mean(-1) + EPS)
         return _rms_backward64(dy, x, rstd, w)
     if case == "layernorm forward":
-        x, w, b = cpu
+        x, w, b = t64
         mean = x.mean(-1)
         rstd = torch.rsqrt(x.var(-1, unbiased=False) + EPS)
         return (x - mean.unsqueeze(-1)) * rstd.unsqueeze(-1) * w + b, mean, rstd
-    dy, x, _, _, w, b = cpu
+    dy, x, _, _, w, b = t64
     mean = x.mean(-1)
     rstd = torch.rsqrt(x.var(-1, unbiased=False) + EPS)
     xhat = (x - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)
@@ -204,20 +240,41 @@ def torch_eager(case: str, device: str) -> Provider:
             )
 
         return fn
+    # PyTorch's CUDA LayerNorm takes parameters of x's dtype only (a bf16 model's own), so they
+    # are converted once per tensor, outside the timed calls.
+    in_x_dtype = _converted_once()
     if case == "layernorm forward":
 
         def fn(x, w, b):
+            w, b = in_x_dtype(w, x.dtype), in_x_dtype(b, x.dtype)
             return torch.native_layer_norm(x, [x.shape[-1]], w, b, EPS)
 
         return fn
 
     def fn(dy, x, mean, rstd, w, b):
         n = x.shape[-1]
+        w, b = in_x_dtype(w, x.dtype), in_x_dtype(b, x.dtype)
         return torch.ops.aten.native_layer_norm_backward(
             dy, x, [n], mean.unsqueeze(-1), rstd.unsqueeze(-1), w, b, [True, True, True]
         )
 
     return fn
+
+
+def _converted_once() -> Callable:
+    """convert(t, dtype): t in dtype, made on the first call for that tensor and reused (the
+    parameters are the same tensors in every timed call)."""
+    made: dict = {}
+
+    def convert(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        if t.dtype == dtype:
+            return t
+        key = (t.data_ptr(), t.shape, t.dtype, dtype)
+        if key not in made:
+            made[key] = (t, t.to(dtype))  # t kept alive: its address stays its own
+        return made[key][1]
+
+    return convert
 
 
 FORMULAS = {
@@ -240,7 +297,8 @@ def oink_fn(case: str) -> Provider:
 
 
 def quack_fn(case: str) -> Provider:
-    from quack import rmsnorm as q
+    # The module: the package's `rmsnorm` attribute is its autograd function of that name.
+    q = importlib.import_module("quack.rmsnorm")
 
     if case == "rmsnorm forward":
         return lambda x, w: (lambda out: (out[0], out[2]))(
@@ -332,10 +390,17 @@ def providers(case: str, device: str) -> tuple[dict[str, Provider], dict[str, st
 
 
 def rel_l2(y: torch.Tensor, ref: torch.Tensor) -> float:
-    y = y.detach().double().cpu().reshape(-1)
-    ref = ref.reshape(-1)
-    den = ref.norm().item()
-    return (y - ref).norm().item() / (den if den > 0 else 1.0)
+    """||y - ref|| / ||ref|| in float64 on ref's device, a block of rows at a time."""
+    y, ref = y.detach().to(ref.device), ref
+    diff2 = ref2 = 0.0
+    rows = max(1, y.shape[0]) if y.dim() > 0 else 1
+    for start in range(0, rows, REFERENCE_BLOCK_ROWS):
+        yb = y[start : start + REFERENCE_BLOCK_ROWS] if y.dim() > 0 else y
+        rb = ref[start : start + REFERENCE_BLOCK_ROWS] if ref.dim() > 0 else ref
+        diff2 += (yb.double() - rb).square().sum().item()
+        ref2 += rb.square().sum().item()
+    den = ref2**0.5
+    return diff2**0.5 / (den if den > 0 else 1.0)
 
 
 def gate(case: Case, fn: Provider, args: tuple, ref: tuple, y_only: bool = False) -> str | None:
@@ -359,18 +424,21 @@ def gate(case: Case, fn: Provider, args: tuple, ref: tuple, y_only: bool = False
 
 def make_sets(case: Case, device, n, m, dtype, n_sets, gen) -> tuple[list[tuple], tuple]:
     """The buffer sets (per-call inputs, statistics from oink's forward) and the parameters."""
+
+    def randn(*shape):  # on the device, with its generator: the CPU took minutes at M = 512K
+        return torch.randn(*shape, generator=gen, device=device)
+
     if case.op == "rmsnorm":
-        params = ((1 + 0.5 * torch.randn(n, generator=gen)).to(dtype).to(device),)
+        params = ((1 + 0.5 * randn(n)).to(dtype),)
     else:
-        w = (1 + 0.5 * torch.randn(n, generator=gen)).to(device)
-        params = (w, (0.5 * torch.randn(n, generator=gen)).to(device))
+        params = (1 + 0.5 * randn(n), 0.5 * randn(n))
     sets = []
     for _ in range(n_sets):
-        x = (torch.randn(m, n, generator=gen) * 2 + 0.5).to(dtype).to(device)
+        x = (randn(m, n) * 2 + 0.5).to(dtype)
         if case.pass_ == "forward":
             sets.append((x,))
             continue
-        dy = torch.randn(m, n, generator=gen).to(dtype).to(device)
+        dy = randn(m, n).to(dtype)
         if case.op == "rmsnorm":
             sets.append((dy, x, oink.rmsnorm_forward(x, params[0], EPS)[1]))
         else:
@@ -382,7 +450,7 @@ def make_sets(case: Case, device, n, m, dtype, n_sets, gen) -> tuple[list[tuple]
 def measure(device: str, case: Case, shapes, dtype: torch.dtype, ceiling: dict, log) -> list:
     have, missing = providers(case.name, device)
     records = []
-    gen = torch.Generator().manual_seed(0x0B4C)
+    gen = torch.Generator(device=device).manual_seed(0x0B4C)
     for k, (n, m) in enumerate(shapes):
         shape_records = measure_shape(device, case, n, m, dtype, have, missing, ceiling, gen)
         for rec in shape_records:
@@ -526,17 +594,18 @@ def main(argv=None) -> int:
         c for c in CASES.values() if args.op in (c.op, "all") and args.pass_ in (c.pass_, "all")
     ]
     result = {"ceiling": ceiling, "cases": {}}
-    for case in cases:
-        shapes = shapes_for(case, device, args.quick, dtype)
-        result["cases"][case.name] = measure(device, case, shapes, dtype, ceiling, log)
     env = {
         "device": torch.cuda.get_device_name() if device == "cuda" else "CPU",
         "torch": torch.__version__,
         "oink": oink.__version__,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps({"env": env, **result}, indent=1))
-    (args.out / "results.md").write_text(markdown(result, env))
+    for case in cases:
+        shapes = shapes_for(case, device, args.quick, dtype)
+        result["cases"][case.name] = measure(device, case, shapes, dtype, ceiling, log)
+        # After every case: a run cut short (a time limit) keeps the cases it finished.
+        (args.out / "results.json").write_text(json.dumps({"env": env, **result}, indent=1))
+        (args.out / "results.md").write_text(markdown(result, env))
     log(f"results in {args.out}")
     return 0
 
