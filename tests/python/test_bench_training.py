@@ -53,6 +53,29 @@ def test_cpu_run_gates_times_and_reports(tmp_path, monkeypatch) -> None:
     assert "wrong: correctness gate" in text
 
 
+def test_reference_and_error_in_blocks(monkeypatch) -> None:
+    """The float64 reference and the error, taken a block at a time (the largest batches), equal
+    the whole batch's; statistics shaped (M, 1), as PyTorch's own kernels return them, compare
+    as the reference's (M,); outputs of another size never pass."""
+    case = "layernorm backward"
+    g = torch.Generator().manual_seed(7)
+    m, n = 37, 24
+    dy, x = torch.randn(m, n, generator=g), torch.randn(m, n, generator=g) + 0.5
+    mean, rstd = x.mean(-1), torch.rsqrt(x.var(-1, unbiased=False) + training.EPS)
+    w, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    whole = training.reference(case, (dy, x, mean, rstd), (w, b))
+    monkeypatch.setattr(training, "REFERENCE_BLOCK_ROWS", 5)
+    monkeypatch.setattr(training, "REFERENCE_BLOCK_ELEMS", 100)
+    blocks = training.reference(case, (dy, x, mean, rstd), (w, b))
+    for a, c in zip(whole, blocks, strict=True):
+        assert a.shape == c.shape
+        torch.testing.assert_close(a, c, rtol=1e-12, atol=1e-12)
+    dx = whole[0]
+    assert abs(training.rel_l2(dx * (1 + 1e-3), dx) - 1e-3) < 1e-9
+    assert training.rel_l2(rstd.unsqueeze(-1), rstd.double()) == 0
+    assert training.rel_l2(rstd[:-1], rstd.double()) == float("inf")
+
+
 def test_gate_of_a_provider_without_statistics() -> None:
     """An inference kernel (Y_ONLY) is gated on y alone; any other provider must return every
     output, and a wrong y is caught either way."""
