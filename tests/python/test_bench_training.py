@@ -124,3 +124,15 @@ def test_formulas_match_float64() -> None:
         got = training.FORMULAS[name](*inputs, *params)
         for out, ref in zip(got, training.reference(name, inputs, params), strict=True):
             assert training.rel_l2(out, ref) < 1e-5, name
+
+
+def test_oink_bench_runs_the_training_passes(tmp_path) -> None:
+    """`oink-bench training ...` is `python -m oink.bench.training ...`."""
+    from oink.bench.__main__ import main
+
+    out = tmp_path / "run"
+    assert (
+        main(["training", "--cpu", "--op", "rmsnorm", "--pass", "forward", "--out", str(out)]) == 0
+    )
+    doc = json.loads((out / "results.json").read_text())
+    assert list(doc["cases"]) == ["rmsnorm forward"]

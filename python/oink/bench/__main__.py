@@ -23,7 +23,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="oink-bench",
         description="oink's RMSNorm against PyTorch and the peers (Quack, FlashInfer, vLLM, "
         "Liger), measured in one run: correctness gate, CUDA-graph device time in three "
-        "regimes, copy ceiling.",
+        "regimes, copy ceiling. `oink-bench training --help`: the training passes (RMSNorm "
+        "and LayerNorm, forward and backward).",
     )
     ap.add_argument(
         "--suite",
@@ -197,6 +198,13 @@ def config_doc(cfg, args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["training"]:
+        # `oink-bench training ...`: the training passes (oink/bench/training.py, its own
+        # --help), under the one command users know.
+        from oink.bench import training
+
+        return training.main(argv[1:])
     args = parse_args(argv)
     try:
         import oink  # noqa: F401  (loads the extension)

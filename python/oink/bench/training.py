@@ -1,7 +1,7 @@
-"""`python -m oink.bench.training`: the training passes of RMSNorm and LayerNorm, forward (the
-output and the statistics the backward takes) and backward (dx and the parameters' gradients),
-timed as the forward suites are (GUIDE §3: CUDA graphs over rotating buffer sets larger than 2x
-L2, median of the replays) beside:
+"""`oink-bench training` (or `python -m oink.bench.training`): the training passes of RMSNorm and
+LayerNorm, forward (the output and the statistics the backward takes) and backward (dx and the
+parameters' gradients), timed as the forward suites are (GUIDE §3: CUDA graphs over rotating
+buffer sets larger than 2x L2, median of the replays) beside:
 
   torch_eager    PyTorch's own kernels: _fused_rms_norm and its backward
                  (aten::_fused_rms_norm_backward), native_layer_norm and native_layer_norm_backward
