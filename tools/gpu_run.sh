@@ -12,7 +12,8 @@
 #                                    ptx: a PTX-only build (compute_90, no SASS), JIT-compiled by
 #                                    the driver, tested with PDL on and off; nocuda: a build
 #                                    without CUDA kernels meeting CUDA tensors
-#                                    (schedules: oink_schedule_sweep and oink_latency_floors)
+#                                    (schedules: oink_schedule_sweep, oink_latency_floors and
+#                                    oink_backward_sweep)
 #                                    (default: all; they run in this order, the sanitizer first
 #                                    so that a run cut off by the time limit still has it)
 #   BENCH_ARGS="--suite decode,dsv3,quack --op all" tools/gpu_run.sh bench   # one run; default:
@@ -147,6 +148,11 @@ if has_stage schedules; then
   { echo && ninja -C "$KERNEL_BUILD" oink_latency_floors >/dev/null 2>&1 &&
     "$KERNEL_BUILD/oink_latency_floors"; } >>"$OUT/schedules.txt" 2>&1
   note "latency floors: rc=$? ($((SECONDS - start)) s)"
+  # The backward passes' weight-gradient blocks at other sizes than the planner's: same file.
+  start=$SECONDS
+  { echo && ninja -C "$KERNEL_BUILD" oink_backward_sweep >/dev/null 2>&1 &&
+    "$KERNEL_BUILD/oink_backward_sweep"; } >>"$OUT/schedules.txt" 2>&1
+  note "backward sweep: rc=$? ($((SECONDS - start)) s)"
 fi
 
 if has_stage profile; then
