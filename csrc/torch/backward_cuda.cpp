@@ -20,10 +20,8 @@ namespace {
 
 // An empty batch: no kernel runs (so no row length is out of its reach), and the parameters'
 // gradients are sums over no rows, zeros.
-BackwardGrads empty_batch_grads(const Tensor& x, const Tensor& dx,
-                                const std::optional<Tensor>& weight_like,
+BackwardGrads empty_batch_grads(const Tensor& dx, const std::optional<Tensor>& weight_like,
                                 const std::optional<Tensor>& bias) {
-  (void)x;
   auto zeros_like_param = [](const std::optional<Tensor>& param) -> std::optional<Tensor> {
     if (!param) return std::nullopt;
     Tensor zeros = empty_strided_like(*param, param->sizes().data(), param->strides().data());
@@ -44,7 +42,7 @@ BackwardGrads norm_backward_cuda(const char* op, Tensor dy, Tensor x, std::optio
   const Tensor dx = output_for(x, x_rows);  // the layout the fake kernel promises (_fake.py)
   Tensor written = dx;                      // where the kernel writes dx
   set_backward_rows(op, bp, x, dy, dx);
-  if (bp.rows.rows == 0) return empty_batch_grads(x, dx, weight_like, bias);
+  if (bp.rows.rows == 0) return empty_batch_grads(dx, weight_like, bias);
   bp.dy_align = pointer_alignment(dy.data_ptr());
   bp.dx_align = pointer_alignment(dx.data_ptr());
   if (backward_wants_dense_rows(bp)) {
