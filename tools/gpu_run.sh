@@ -21,6 +21,11 @@
 #                                    fp32 weight, padded rows), with the peers kit of .peers
 #                                    when it is there
 #   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
+#   TEST_FILES="tests/python/test_layernorm.py" tools/gpu_run.sh test   # some files (default:
+#                                    tests/python; one GPU)
+#   SANITIZE_OPS=training tools/gpu_run.sh sanitize   # sanitize_cases.py --ops (default all:
+#                                    inference, training, backward; memcheck over training took
+#                                    24 s on an H200)
 #
 # Time on one H200 (2026-12-01): build 52 s (six targets; an sm_90a-only pip install 39 s),
 # sanitize 442 s with every dtype (memcheck 52, racecheck 362, synccheck 28; racecheck and
@@ -76,7 +81,8 @@ if has_stage sanitize; then
     [[ $tool != memcheck ]] && pdl=on dtypes=sizes
     # No caching allocator: memcheck then sees every allocation's true bounds.
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      python3 tools/sanitize_cases.py --pdl "$pdl" --dtypes "$dtypes" >>"$OUT/sanitizer.log" 2>&1
+      python3 tools/sanitize_cases.py --pdl "$pdl" --dtypes "$dtypes" --ops "${SANITIZE_OPS:-all}" \
+      >>"$OUT/sanitizer.log" 2>&1
     rc=$?
     note "sanitizer $tool: rc=$rc ($((SECONDS - start)) s): $(grep -E 'ERROR SUMMARY|wrong results' "$OUT/sanitizer.log" | tail -2 | tr '\n' ' ')"
   done
@@ -95,7 +101,11 @@ if has_stage test; then
     python3 -m pytest -q -p no:cacheprovider --durations=25 ${PYTEST_K:+-k "$PYTEST_K"} "$@" \
       >"$log" 2>&1
   }
-  if ((gpus >= 2)); then
+  if [[ -n ${TEST_FILES:-} ]]; then
+    # shellcheck disable=SC2086
+    run_pytest "$OUT/tests.log" $TEST_FILES
+    note "tests ($TEST_FILES): $(tail -1 "$OUT/tests.log")"
+  elif ((gpus >= 2)); then
     files=()
     for f in tests/python/test_*.py; do
       [[ $f == */test_multi_gpu.py ]] || files+=("$f")
