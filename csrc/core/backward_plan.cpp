@@ -16,11 +16,6 @@ int backward_chunks_per_thread(int64_t cols, DType x_dtype) {
 
 }  // namespace
 
-int backward_prefetch_max_chunks(NormOp op) {
-  return op == NormOp::kLayerNorm ? kBackwardLayerNormPrefetchMaxChunks
-                                  : kBackwardPrefetchMaxChunks;
-}
-
 int backward_threads_per_row(int64_t cols, DType x_dtype) {
   return std::min(threads_per_row_for(cols, x_dtype), kBackwardMaxThreads);
 }
@@ -89,8 +84,7 @@ BackwardPlan make_backward_plan(const NormBackwardProblem& bp) {
   plan.threads_per_row = backward_threads_per_row(p.cols, p.x_dtype);
   plan.chunks_per_thread = backward_chunks_per_thread(p.cols, p.x_dtype);
   plan.block_threads = std::max(plan.threads_per_row, 32);
-  plan.prefetch_next_row =
-      plan.vector_io && plan.chunks_per_thread <= backward_prefetch_max_chunks(p.op);
+  plan.prefetch_next_row = plan.vector_io && plan.chunks_per_thread <= kBackwardPrefetchMaxChunks;
   plan.block_rows = weight_grad_block_rows(p.rows);
   plan.blocks = weight_grad_blocks(p.rows);
   plan.partial_bytes = p.x_dtype == DType::kFloat32 ? 8 : 4;
@@ -127,8 +121,10 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
       plan.block_threads > kBackwardMaxThreads) {
     return "block_threads must be max(threads_per_row, 32): one row at a time, whole warps";
   }
-  if (plan.prefetch_next_row && (!plan.vector_io || c > backward_prefetch_max_chunks(p.op))) {
-    return "prefetch_next_row needs vector_io and at most backward_prefetch_max_chunks chunks";
+  // The kernels instantiated (norm_backward.cu): vector I/O of 1 or 2 chunks always prefetches,
+  // nothing else does.
+  if (plan.prefetch_next_row != (plan.vector_io && c <= kBackwardPrefetchMaxChunks)) {
+    return "prefetch_next_row must be vector_io at most kBackwardPrefetchMaxChunks chunks a thread";
   }
   if (plan.block_rows != weight_grad_block_rows(p.rows) ||
       plan.blocks != weight_grad_blocks(p.rows)) {

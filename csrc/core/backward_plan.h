@@ -49,18 +49,16 @@ inline constexpr int kBackwardMaxChunksPerThread = 4;
 inline constexpr int kBackwardPrefetchMaxChunks = 2;
 inline constexpr int kBackwardElementwiseMaxChunks = 2;
 // LayerNorm's backward holds a bias partial beside each weight partial: at most 2 chunks a
-// thread (16-bit N <= 8192, float32 N <= 4096) until a 4-chunk variant is measured for spills,
-// and the next row prefetched at 1 chunk only: at 2, the 16-bit kernel spilled 24 bytes on
-// sm_100a and sm_103a (ptxas; 124-128 registers elsewhere).
+// thread (16-bit N <= 8192, float32 N <= 4096) until a 4-chunk variant is measured for spills.
+// It prefetches the next row at 1 and 2 chunks, as RMSNorm's does; at 2 it reads its (float32)
+// weight from L1 at each use instead of holding it (norm_backward.cuh, holds_weight): holding
+// the weight and two rows spilled 24 bytes on sm_100a and sm_103a (ptxas), and without the
+// prefetch each row's barrier left the SM with no loads in flight (20-25 points of copy below
+// RMSNorm's backward on the H200).
 inline constexpr int kBackwardLayerNormMaxChunks = 2;
-inline constexpr int kBackwardLayerNormPrefetchMaxChunks = 1;
 
 // The backward's reduction lanes: the forward's, at most kBackwardMaxThreads.
 int backward_threads_per_row(int64_t cols, DType x_dtype);
-
-// Chunks a thread may hold for the next row to be prefetched: kBackwardPrefetchMaxChunks, or
-// kBackwardLayerNormPrefetchMaxChunks for layernorm.
-int backward_prefetch_max_chunks(NormOp op);
 
 // The backward on CUDA (kernels/norm_backward.cuh): one CTA per weight-gradient block, which
 // walks its rows in order, a whole row at a time (the forward's reduction lanes, one chunk or two

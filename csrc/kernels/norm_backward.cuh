@@ -149,6 +149,15 @@ struct LayerNormGrad {
   __device__ static Acc bias_term(Acc dye, Acc partial) { return partial + dye; }
 };
 
+// Whether a thread holds its columns' weight in registers for the whole block: with vector I/O
+// at 1 or 2 chunks, except where bias partials and a prefetched row of 2 chunks already take
+// those registers (LayerNorm: holding all three spilled on sm_100a and sm_103a, ptxas); there
+// the weight is read at each use, from L1 after the block's first row.
+template <bool kBiasGrad>
+constexpr bool holds_weight(bool vector, int chunks, bool prefetch) {
+  return vector && chunks <= kBackwardPrefetchMaxChunks && !(kBiasGrad && prefetch && chunks == 2);
+}
+
 // GradOf: RmsNormGrad or LayerNormGrad (of device::RowAcc<T>); T: x/dy/dx element type; W:
 // weight element type; kVector: every chunk a whole, aligned 16-byte vector (else element by
 // element, bounds-checked); kChunks: the plan's chunks_per_thread; kPrefetch: the plan's
@@ -157,8 +166,9 @@ struct LayerNormGrad {
 // Registers (128 a thread: core/backward_plan.h, kBackwardMaxThreads): a thread holds its
 // columns' partial sums for the whole block, and with vector I/O its row's chunks as raw words
 // (device::Raw), converting at each use; with kPrefetch, the next row's too; with 1 or 2 chunks,
-// its columns' weight. Element-wise rows hold no chunk: it is loaded where it is used (the second
-// use hits L1); at 4 chunks a thread they spilled (ptxas), so the plan never asks for that.
+// its columns' weight (holds_weight). Element-wise rows hold no chunk: it is loaded where it is
+// used (the second use hits L1); at 4 chunks a thread they spilled (ptxas), so the plan never asks
+// for that.
 template <template <typename> class GradOf, typename T, typename W, bool kVector, int kChunks,
           bool kPrefetch>
 __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
@@ -190,8 +200,8 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   }
 
   // This thread's columns of the weight, for every row of the block: held as loaded where
-  // registers allow (vector I/O, 1 or 2 chunks), else loaded at each use (L1 hits).
-  constexpr bool kHoldsWeight = kVector && kChunks <= kBackwardPrefetchMaxChunks;
+  // registers allow (holds_weight), else loaded at each use (L1 hits).
+  constexpr bool kHoldsWeight = holds_weight<Grad::kBiasGrad>(kVector, kChunks, kPrefetch);
   const W* const weight = static_cast<const W*>(p.weight);
   device::Raw<WVec> held_w[kHoldsWeight ? kChunks : 1];
   if constexpr (kHoldsWeight) {
@@ -240,7 +250,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
 
   // Vector I/O of 1 or 2 chunks: a row's chunks (and with kPrefetch the next row's) wait as raw
   // words. Other rows are loaded where they are used.
-  constexpr bool kHoldsRow = kHoldsWeight;
+  constexpr bool kHoldsRow = kVector && kChunks <= kBackwardPrefetchMaxChunks;
   device::Raw<XVec> held_x[kHoldsRow ? kChunks : 1], held_dy[kHoldsRow ? kChunks : 1];
   typename Grad::Saved held_stats{};
   auto load_row = [&](int64_t row) {
