@@ -166,25 +166,17 @@ struct TileThread {
   __device__ Acc slice_sum(Acc* warp_sums) {
     device::async_wait<0>();
     uint4* const res_slots = x_slots + kSlots * block;
-    Acc lane_sums[kLanes];
-#pragma unroll
-    for (int j = 0; j < kLanes; ++j) {
-      lane_sums[j] = 0;
-#pragma unroll
-      for (int i = 0; i < kSlots / kLanes; ++i) {
-        const int s = i * kLanes + j;
-        if (mine[s]) {
+    return fold_slots(
+        [&](int s, Acc acc) {
           XVec v = device::bit_cast<XVec>(x_slots[s * block]);
           if constexpr (kAddsResidual) {
             v = r.add_residual(first + offset_of(s), v,
                                device::bit_cast<XVec>(res_slots[s * block]));
             x_slots[s * block] = device::bit_cast<uint4>(v);
           }
-          lane_sums[j] = Row::first_terms(v, lane_sums[j]);
-        }
-      }
-    }
-    return device::folded_row_reduce<kLanes, typename Row::Statistic>(lane_sums, lanes, warp_sums);
+          return Row::first_terms(v, acc);
+        },
+        warp_sums);
   }
 
   // A row of one slice (the tile kernel): its statistics, after slice_sum's reduction the
@@ -194,24 +186,33 @@ struct TileThread {
   __device__ Stats row_stats(const KernelParams& p, Acc* warp_sums, Acc* second_warp_sums) {
     Stats stats = Row::finish_first(slice_sum(warp_sums), p);
     if constexpr (Row::kReductions == 2) {
-      Acc lane_sums[kLanes];
-#pragma unroll
-      for (int j = 0; j < kLanes; ++j) {
-        lane_sums[j] = 0;
-#pragma unroll
-        for (int i = 0; i < kSlots / kLanes; ++i) {
-          const int s = i * kLanes + j;
-          if (mine[s]) {
+      const Acc total = fold_slots(
+          [&](int s, Acc acc) {
             const XVec v = device::bit_cast<XVec>(x_slots[s * block]);
-            lane_sums[j] = r.second_terms(first + offset_of(s), v, lane_sums[j], stats);
-          }
-        }
-      }
-      stats = Row::finish_second(device::folded_row_reduce<kLanes, typename Row::Statistic>(
-                                     lane_sums, lanes, second_warp_sums),
-                                 p, stats);
+            return r.second_terms(first + offset_of(s), v, acc, stats);
+          },
+          second_warp_sums);
+      stats = Row::finish_second(total, p, stats);
     }
     return stats;
+  }
+
+  // One reduction over this thread's slots: each lane's chunks in increasing order (acc =
+  // term(slot, acc)), then the lanes folded as the one-lane-per-thread butterfly would pair them
+  // (device::folded_row_reduce): every thread of the slice gets the same bits.
+  template <typename Term>
+  __device__ Acc fold_slots(Term term, Acc* warp_sums) {
+    Acc lane_sums[kLanes];
+#pragma unroll
+    for (int j = 0; j < kLanes; ++j) {
+      lane_sums[j] = 0;
+#pragma unroll
+      for (int i = 0; i < kSlots / kLanes; ++i) {
+        const int s = i * kLanes + j;
+        if (mine[s]) lane_sums[j] = term(s, lane_sums[j]);
+      }
+    }
+    return device::folded_row_reduce<kLanes, typename Row::Statistic>(lane_sums, lanes, warp_sums);
   }
 
   // The scaled chunks from the slots to the output.
