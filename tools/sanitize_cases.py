@@ -150,14 +150,16 @@ def check_training(dtype, wdtype, g, forward: bool) -> int:
 
 def check_layernorm(dtype, wdtype, g) -> int:
     """layernorm and layernorm_forward (the registers schedule, 1 and 2 chunks a lane, vector
-    and element-wise I/O, with and without weight and bias) and layernorm_backward against the
-    CPU's float64 kernels, loosely."""
+    and element-wise I/O, with and without weight and bias; the tile from a wave of row groups
+    up, N=4096 at M=2048) and layernorm_backward against the CPU's float64 kernels, loosely."""
     failures = 0
     for n in LAYERNORM_N:
         if dtype == torch.float32 and n > 8192:
             continue
-        # Its one schedule does not change with M; 70 rows are three weight-gradient blocks.
-        for m, pad, offset in [(5, 0, 0), (5, 3, 1), (70, 0, 0)]:
+        # 70 rows are three weight-gradient blocks; 2048 rows of 4096 take the tile (every
+        # dtype: 3 row groups per SM of an H200 from 1584 rows).
+        shapes = [(5, 0, 0), (5, 3, 1), (70, 0, 0)] + ([(2048, 0, 0)] if n == 4096 else [])
+        for m, pad, offset in shapes:
             x = padded_rows(m, n, dtype, "cuda", pad=pad, offset=offset, generator=g)
             w = None if wdtype is None else torch.randn(n, generator=g).to(wdtype).cuda()
             b = None if wdtype is None else torch.randn(n, generator=g).to(wdtype).cuda()

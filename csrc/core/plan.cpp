@@ -119,7 +119,8 @@ TileShape tile_shape(int threads_per_row, int64_t rows) {
 // 175.2 against 31.8 us; N=8192: 177.0 against 36.1), a cause not yet profiled, which the
 // cluster's slices share; so long rows with that weight keep two_pass, as measured before.
 bool smem_weight_pays(const NormProblem& p) {
-  return !p.has_weight || dtype_size(p.w_dtype) <= dtype_size(p.x_dtype);
+  return !p.has_weight || dtype_size(p.w_dtype) <= dtype_size(p.x_dtype) ||
+         p.op == NormOp::kLayerNorm;  // read at the store, never in shared memory
 }
 
 // The tile schedule: rows of 16-byte chunks whose reduction layout it can fold (at least
@@ -171,7 +172,7 @@ bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, bool ve
 bool tile_pays(const NormProblem& p, int threads_per_row, int64_t chunks, int64_t groups,
                const DeviceInfo& d) {
   if (!smem_weight_pays(p)) return false;
-  if (p.op == NormOp::kRmsNorm) {
+  if (p.op != NormOp::kFusedAddRmsNorm) {  // one stream: rmsnorm's measured rule (layernorm too)
     return threads_per_row == kMaxThreadsPerRow ? groups > d.sm_count
                                                 : groups >= kTileMinGroupsPerSm * d.sm_count;
   }
@@ -183,8 +184,10 @@ bool tile_pays(const NormProblem& p, int threads_per_row, int64_t chunks, int64_
 
 int64_t tile_smem_bytes(const NormProblem& p, int block_threads) {
   const int streams = p.op == NormOp::kFusedAddRmsNorm ? 2 : 1;
-  const int weight_slots =
-      p.has_weight ? tile_weight_slots(dtype_size(p.x_dtype), dtype_size(p.w_dtype)) : 0;
+  const int weight_slots = p.has_weight
+                               ? tile_weight_slots(dtype_size(p.x_dtype), dtype_size(p.w_dtype),
+                                                   p.op == NormOp::kLayerNorm)
+                               : 0;
   return int64_t{16} * kTileSlotsPerThread * block_threads * (streams + weight_slots);
 }
 
@@ -259,9 +262,11 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
                                                         plan.block_threads, plan.rows_per_cta)
                                        : StreamedShape{};
     const TileShape tile = tile_shape(plan.threads_per_row, p.rows);
-    if (p.op == NormOp::kLayerNorm) {
-      // Its one schedule: the row held in registers for both statistics (row_op.cuh). Longer
-      // rows are refused before planning (cuda_forward_unsupported).
+    if (p.op == NormOp::kLayerNorm &&
+        !(tile_fits(p, device, plan.threads_per_row, plan.chunks_per_row, plan.vector_io) &&
+          tile_pays(p, plan.threads_per_row, plan.chunks_per_row, tile.groups, device))) {
+      // Rows of one slice (longer ones are refused before planning: cuda_forward_unsupported),
+      // held in registers for both statistics where the tile does not pay.
       plan.variant = KernelVariant::kRowInRegisters;
       plan.chunks_per_thread = static_cast<int>(next_pow2(needed));
     } else if (plan.slices > 1) {
@@ -325,8 +330,8 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     return plan.grid == p.rows ? "" : "cpu plan must have one task per row";
   }
   if (p.op == NormOp::kLayerNorm) {
-    if (plan.variant != KernelVariant::kRowInRegisters) {
-      return "layernorm runs the row_in_registers variant only (its two statistics)";
+    if (plan.variant != KernelVariant::kRowInRegisters && plan.variant != KernelVariant::kTile) {
+      return "layernorm runs the row_in_registers and tile variants only (its two statistics)";
     }
     if (p.has_weight && p.w_dtype != DType::kFloat32) {
       return "layernorm's CUDA kernels take a float32 weight (the binding widens it)";

@@ -67,10 +67,14 @@ inline constexpr int kTileSlotsPerThread = kTileLanesPerThread * kTileMaxChunksP
 inline constexpr int kTileMinThreadsPerRow = 32 * kTileLanesPerThread;
 // Shared-memory slots per chunk for a tile thread's weight, by element sizes: a weight no wider
 // than x waits in registers (0); a wider one (float32 on 16-bit rows) would take 64 registers,
-// so it is copied into shared memory with x, w / x slots per chunk. The planner's shared memory
-// (tile_smem_bytes) and the kernel's slot layout (TileThread) both read it from here.
-constexpr int tile_weight_slots(int x_bytes, int w_bytes) {
-  return w_bytes > x_bytes ? w_bytes / x_bytes : 0;
+// so it is copied into shared memory with x, w / x slots per chunk. LayerNorm's weight (float32,
+// widened by the binding) and bias are read where they are used, at the store (L1 and L2 hits:
+// every row reads the same ones), and take no slot: the shared-memory weight ran 5.5x slower
+// for RMSNorm (core/plan.cpp, smem_weight_pays), and two float32 parameters in registers would
+// take 128. The planner's shared memory (tile_smem_bytes) and the kernel's slot layout
+// (TileThread) both read it from here.
+constexpr int tile_weight_slots(int x_bytes, int w_bytes, bool weight_at_store) {
+  return !weight_at_store && w_bytes > x_bytes ? w_bytes / x_bytes : 0;
 }
 inline constexpr int kTileMaxThreads = kMaxThreadsPerRow / kTileLanesPerThread;
 // Long rows are cut into slices of kSliceChunks chunks (16384 elements of a 16-bit type, 8192 of
@@ -88,8 +92,11 @@ inline constexpr int kMaxSlicesPerClusterCta = 2;
 inline constexpr int kMaxClusterSlices = kMaxClusterCtas * kMaxSlicesPerClusterCta;
 // Slices per cluster CTA for a row of `slices` slices: one while the cluster has a CTA for each.
 constexpr int cluster_slices_per_cta(int slices) { return slices <= kMaxClusterCtas ? 1 : 2; }
-// Static shared memory of the tile kernel: the sums of up to 32 lane warps, float64 at most.
-inline constexpr int kTileStaticSmemBytes = kTileMaxThreads * kTileLanesPerThread / 32 * 8;
+// Static shared memory of the tile kernel: the sums of up to 32 lane warps, float64 at most, for
+// each of up to two reductions (LayerNorm's mean, then its squared deviations).
+inline constexpr int kTileMaxReductions = 2;
+inline constexpr int kTileStaticSmemBytes =
+    kTileMaxReductions * kTileMaxThreads * kTileLanesPerThread / 32 * 8;
 // Static shared memory of the cluster kernel: the lane-warp sums of up to two slices, the
 // row's slice sums (float64 at most).
 inline constexpr int kClusterMaxThreads = kTileMaxThreads * kMaxSlicesPerClusterCta;

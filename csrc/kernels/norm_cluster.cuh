@@ -47,6 +47,7 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, O
   using Thread = TileThread<T, W, Op>;
   using Row = typename Thread::Row;
   using Acc = typename Thread::Acc;
+  static_assert(Op::kFamily == RowFamily::kRmsNorm, "layernorm rows are one slice (plan.cpp)");
   extern __shared__ uint4 slots[];
   __shared__ alignas(16) Acc warp_sums[kClusterMaxThreads * kTileLanesPerThread / 32];
   __shared__ Acc slice_sums[kMaxClusterSlices];

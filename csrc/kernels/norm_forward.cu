@@ -146,10 +146,14 @@ SelectedKernel select_variant(const NormPlan& plan) {
   return {};
 }
 
-// LayerNorm runs the registers schedule only (plan_violation), with the weight widened to
+// LayerNorm runs the registers and tile schedules (plan_violation), with the weight widened to
 // float32 by the binding like the bias: one weight type.
 template <typename T, typename Op>
 SelectedKernel select_layernorm(const NormPlan& plan) {
+  if (plan.variant == KernelVariant::kTile) {
+    // Vector I/O only (plan_violation); the weight and bias are read at the store.
+    return plan.vector_io ? smem_kernel<norm_tile_kernel<T, float, Op>>() : SelectedKernel{};
+  }
   if (plan.variant != KernelVariant::kRowInRegisters) return {};
   const auto registers = [&](auto vector) -> SelectedKernel {
     constexpr bool kVector = decltype(vector)::value;

@@ -12,16 +12,11 @@
 #include "core/plan.h"
 #include "device/reduce.cuh"
 #include "device/vec.cuh"
-#include "kernels/layernorm_row.cuh"
 #include "kernels/norm_row.cuh"
+#include "kernels/row_of.cuh"
 #include "kernels/row_op.cuh"
 
 namespace oink {
-
-// The row type of an op (row_op.cuh, kFamily).
-template <typename T, typename W, typename Op, bool kVector>
-using RowOf = std::conditional_t<Op::kFamily == RowFamily::kLayerNorm,
-                                 LayerNormRow<T, W, Op, kVector>, NormRow<T, W, Op, kVector>>;
 
 // kChunks: register capacity per thread (1 or 2), or 0 for the two-pass variant (RMSNorm rows
 // only: LayerNorm's two statistics would read the row three times).

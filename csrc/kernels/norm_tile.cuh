@@ -1,4 +1,5 @@
-// The `tile` schedule, for rmsnorm batches from a wave of rows up: one small CTA per row group,
+// The `tile` schedule, for rmsnorm and layernorm batches from a wave of rows up: one small CTA
+// per row group,
 // launched once (no persistence), each thread playing kTileLanesPerThread lanes of the row's
 // reduction layout with up to kTileMaxChunksPerLane chunks per lane: 8 chunks per thread.
 //
@@ -16,10 +17,12 @@
 //
 // Per thread: its chunks of x (and of the residual, fused op) are copied with cp.async into its
 // own shared-memory slots in one group; the weight's chunks are loaded into registers while those
-// copies fly; then one wait, the
-// fused op's add (stored to the residual, and back into x's slot), the sums of squares, the row
-// reduction, and the scaled store re-reading the slots. A slot is written and read by the same
-// thread only, so the reduction's barrier is the only one.
+// copies fly; then one wait, the fused op's add (stored to the residual, and back into x's slot),
+// the row's statistics (RMSNorm: the sum of squares; LayerNorm: the sum, then the squared
+// deviations from its mean, re-reading the slots), each a folded row reduction, and the scaled
+// store re-reading the slots. A slot is written and read by the same thread only, so the
+// reductions' barriers are the only ones. The row's arithmetic is its row type's (RowOf:
+// NormRow or LayerNormRow), as in the registers kernel, so both schedules give the same bits.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +32,7 @@
 #include "device/reduce.cuh"
 #include "device/vec.cuh"
 #include "kernels/norm_row.cuh"
+#include "kernels/row_of.cuh"
 
 namespace oink {
 
@@ -53,7 +57,8 @@ inline constexpr int kTileMinCtasPerSm = sizeof(T) == 2 && Op::kStreams == 1 ? 4
 // chunk `slice_first` of the row onwards. Slot s = i * kLanes + j holds chunk i of lane j.
 template <typename T, typename W, typename Op>
 struct TileThread {
-  using Row = NormRow<T, W, Op, /*kVector=*/true>;
+  using Row = RowOf<T, W, Op, /*kVector=*/true>;
+  using Stats = typename Row::Stats;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;
   using WVec = typename Row::WVec;
@@ -63,11 +68,14 @@ struct TileThread {
   static constexpr int kGroup = 32 / kLanes;  // threads that share one lane warp
   static constexpr bool kAddsResidual = Op::kAddsResidual;
   static constexpr int kStreams = Op::kStreams;
-  static constexpr int kWeightPieces = tile_weight_slots(sizeof(T), sizeof(W));
+  // LayerNorm reads its weight (and bias) at the store (tile_weight_slots).
+  static constexpr bool kWeightAtStore = Op::kFamily == RowFamily::kLayerNorm;
+  static constexpr int kWeightPieces = tile_weight_slots(sizeof(T), sizeof(W), kWeightAtStore);
   static constexpr bool kWeightInSmem = kWeightPieces > 0;
-  static constexpr bool kRawW = !kWeightInSmem && device::kHoldsRaw<true, WVec>;
-  static constexpr int kWeightRegs = kWeightInSmem ? 1 : kSlots;  // 1: unused
-  static_assert(kWeightInSmem || kSlots * sizeof(WVec) <= kTileWeightRegisterBytes,
+  static constexpr bool kWeightHeld = !kWeightInSmem && !kWeightAtStore;  // in registers
+  static constexpr bool kRawW = kWeightHeld && device::kHoldsRaw<true, WVec>;
+  static constexpr int kWeightRegs = kWeightHeld ? kSlots : 1;  // 1: unused
+  static_assert(!kWeightHeld || kSlots * sizeof(WVec) <= kTileWeightRegisterBytes,
                 "a weight no wider than x waits in registers");
   static_assert(!kWeightInSmem || sizeof(WVec) == 16 * kWeightPieces, "whole slots per chunk");
   static_assert(sizeof(XVec) == 16, "a chunk is one slot");
@@ -136,7 +144,7 @@ struct TileThread {
       }
     }
     device::async_commit();
-    if (!kWeightInSmem && r.weight != nullptr) {
+    if (kWeightHeld && r.weight != nullptr) {
       const W* const weight = r.weight + first;
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
@@ -152,11 +160,48 @@ struct TileThread {
   }
 
   // Waits for the copies; the fused op adds and stores the new residual (and keeps the rounded
-  // sum in x's slot); returns the slice's sum of squares in the one-lane-per-thread order
+  // sum in x's slot); returns the slice's sum of the first reduction's terms (RMSNorm: the
+  // squares; LayerNorm: the elements) in the one-lane-per-thread order
   // (device::folded_row_reduce: every thread of the slice gets the same bits).
   __device__ Acc slice_sum(Acc* warp_sums) {
     device::async_wait<0>();
     uint4* const res_slots = x_slots + kSlots * block;
+    return fold_slots(
+        [&](int s, Acc acc) {
+          XVec v = device::bit_cast<XVec>(x_slots[s * block]);
+          if constexpr (kAddsResidual) {
+            v = r.add_residual(first + offset_of(s), v,
+                               device::bit_cast<XVec>(res_slots[s * block]));
+            x_slots[s * block] = device::bit_cast<uint4>(v);
+          }
+          return Row::first_terms(v, acc);
+        },
+        warp_sums);
+  }
+
+  // A row of one slice (the tile kernel): its statistics, after slice_sum's reduction the
+  // second one where the row type has it (LayerNorm's squared deviations from the mean, summed
+  // from the slots in the same lane order into a warp-sum buffer of its own: a slow warp may
+  // still read the first's).
+  __device__ Stats row_stats(const KernelParams& p, Acc* warp_sums, Acc* second_warp_sums) {
+    Stats stats = Row::finish_first(slice_sum(warp_sums), p);
+    if constexpr (Row::kReductions == 2) {
+      const Acc total = fold_slots(
+          [&](int s, Acc acc) {
+            const XVec v = device::bit_cast<XVec>(x_slots[s * block]);
+            return r.second_terms(first + offset_of(s), v, acc, stats);
+          },
+          second_warp_sums);
+      stats = Row::finish_second(total, p, stats);
+    }
+    return stats;
+  }
+
+  // One reduction over this thread's slots: each lane's chunks in increasing order (acc =
+  // term(slot, acc)), then the lanes folded as the one-lane-per-thread butterfly would pair them
+  // (device::folded_row_reduce): every thread of the slice gets the same bits.
+  template <typename Term>
+  __device__ Acc fold_slots(Term term, Acc* warp_sums) {
     Acc lane_sums[kLanes];
 #pragma unroll
     for (int j = 0; j < kLanes; ++j) {
@@ -164,28 +209,22 @@ struct TileThread {
 #pragma unroll
       for (int i = 0; i < kSlots / kLanes; ++i) {
         const int s = i * kLanes + j;
-        if (mine[s]) {
-          XVec v = device::bit_cast<XVec>(x_slots[s * block]);
-          if constexpr (kAddsResidual) {
-            v = r.add_residual(first + offset_of(s), v,
-                               device::bit_cast<XVec>(res_slots[s * block]));
-            x_slots[s * block] = device::bit_cast<uint4>(v);
-          }
-          lane_sums[j] = Row::add_squares(v, lane_sums[j]);
-        }
+        if (mine[s]) lane_sums[j] = term(s, lane_sums[j]);
       }
     }
     return device::folded_row_reduce<kLanes, typename Row::Statistic>(lane_sums, lanes, warp_sums);
   }
 
   // The scaled chunks from the slots to the output.
-  __device__ void store(Acc rstd) const {
+  __device__ void store(const Stats& stats) const {
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
       if (mine[s]) {
         const XVec v = device::bit_cast<XVec>(x_slots[s * block]);
         WVec ws = Row::unit_weight();
-        if (r.weight != nullptr) {
+        if constexpr (kWeightAtStore) {
+          ws = r.load_weight(first + offset_of(s));
+        } else if (r.weight != nullptr) {
           if constexpr (kWeightInSmem) {
             ws = weight_from_slots(s);
           } else if constexpr (kRawW) {
@@ -194,7 +233,7 @@ struct TileThread {
             ws = w[s];
           }
         }
-        r.store_normalized(first + offset_of(s), v, ws, rstd);
+        r.store_normalized(first + offset_of(s), v, ws, stats);
       }
     }
   }
@@ -218,7 +257,13 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, Op>))
   using Acc = typename Thread::Acc;
   extern __shared__ uint4 slots[];
   __shared__ alignas(16) Acc warp_sums[kTileMaxThreads * kTileLanesPerThread / 32];
-  static_assert(sizeof(warp_sums) <= kTileStaticSmemBytes, "the planner counts these bytes");
+  // LayerNorm's second reduction's own (unused, and not allocated, for RMSNorm rows).
+  __shared__ alignas(16) Acc second_warp_sums[Thread::Row::kReductions == 2
+                                                  ? kTileMaxThreads * kTileLanesPerThread / 32
+                                                  : 1];
+  static_assert(Thread::Row::kReductions <= kTileMaxReductions, "one warp-sum buffer each");
+  static_assert(sizeof(warp_sums) + sizeof(second_warp_sums) <= kTileStaticSmemBytes,
+                "the planner counts these bytes");
 
   // Addresses first (parameters and indices only), then begin_pdl's wait, then the loads: with
   // PDL the address work overlaps the preceding kernel (as in norm_kernel).
@@ -232,9 +277,9 @@ __global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, Op>))
                 active, slots);
   begin_pdl<W, true>(p);
   thread.issue();
-  const Acc rstd = Thread::Row::inv_rms(thread.slice_sum(warp_sums), p);
-  Thread::Row::save_stats(p, row, active && (threadIdx.x & (threads - 1)) == 0, rstd);
-  thread.store(rstd);
+  const typename Thread::Stats stats = thread.row_stats(p, warp_sums, second_warp_sums);
+  Thread::Row::save_stats(p, row, active && (threadIdx.x & (threads - 1)) == 0, stats);
+  thread.store(stats);
 }
 
 }  // namespace oink

@@ -10,7 +10,7 @@
 
 namespace oink {
 
-// The row type an op's arithmetic lives in (kernels/norm_row_group.cuh, RowOf).
+// The row type an op's arithmetic lives in (kernels/row_of.cuh, RowOf).
 enum class RowFamily { kRmsNorm, kLayerNorm };
 
 // y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps).
@@ -44,8 +44,8 @@ struct FusedAddRmsNormOp {
 };
 
 // y = (x - mean) * rstd * weight + bias over the row (kernels/layernorm_row.cuh): two
-// reductions of one Sum each, the mean's and the squared deviations'. The registers schedule
-// only (core/plan.cpp).
+// reductions of one Sum each, the mean's and the squared deviations'. The registers and tile
+// schedules (core/plan.cpp).
 struct LayerNormOp {
   static constexpr RowFamily kFamily = RowFamily::kLayerNorm;
   static constexpr bool kAddsResidual = false;

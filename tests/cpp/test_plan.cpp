@@ -626,27 +626,40 @@ TEST(MakePlan, SavingRstdChangesNoPlanAndOnlyRmsNormSavesIt) {
   EXPECT_NE(plan_violation(plan, fused, hopper()).find("statistics"), std::string::npos);
 }
 
-// LayerNorm on CUDA: the registers schedule at every M, a float32 weight and bias (widened by the
-// binding), rows of one slice; longer rows have a message naming the limit, not a plan.
+// LayerNorm on CUDA: the tile where rmsnorm takes it (from kTileMinGroupsPerSm row groups per
+// SM, rows of at least kTileMinThreadsPerRow lanes, vector I/O), else the registers schedule; a
+// float32 weight and bias (widened by the binding), rows of one slice; longer rows have a message
+// naming the limit, not a plan.
 NormProblem layernorm(DType x, int64_t n, int64_t m) {
   NormProblem p = problem(x, Weight::kFloat32, NormOp::kLayerNorm, n, m, kLayouts[0]);
   p.has_bias = true;
   return p;
 }
 
-TEST(MakePlan, LayerNormRunsInRegistersOnRowsOfOneSlice) {
+TEST(MakePlan, LayerNormTakesTheTileWhereRmsNormDoesElseRegisters) {
+  int tiles = 0;
   for (const DType x : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
     const int64_t longest = x == DType::kFloat32 ? 8192 : 16384;
-    for (const int64_t n : {int64_t{1}, int64_t{1000}, int64_t{4096}, longest}) {
+    for (const int64_t n : {int64_t{1}, int64_t{1000}, int64_t{4096}, int64_t{7168}, longest}) {
       for (const int64_t m : {1, 1024, 65536}) {
         NormProblem p = layernorm(x, n, m);
         EXPECT_EQ(cuda_forward_unsupported(p), "");
+        // rmsnorm's plan for the same rows with a weight of x's dtype (held in registers).
+        const NormProblem rms = problem(x, Weight::kSame, NormOp::kRmsNorm, n, m, kLayouts[0]);
+        const bool tile = make_plan(rms, hopper()).variant == KernelVariant::kTile;
+        tiles += tile;
         for (const bool saving : {false, true}) {
           p.saves_stats = saving;
           const NormPlan plan = make_plan(p, hopper());
           SCOPED_TRACE(describe(plan, p, hopper()));
-          EXPECT_EQ(plan.variant, KernelVariant::kRowInRegisters);
-          EXPECT_TRUE(plan.chunks_per_thread == 1 || plan.chunks_per_thread == 2);
+          if (tile) {
+            EXPECT_EQ(plan.variant, KernelVariant::kTile);
+            // x's slots only: the weight and bias are read at the store (tile_weight_slots).
+            EXPECT_EQ(plan.smem_bytes, 16 * kTileSlotsPerThread * plan.block_threads);
+          } else {
+            EXPECT_EQ(plan.variant, KernelVariant::kRowInRegisters);
+            EXPECT_TRUE(plan.chunks_per_thread == 1 || plan.chunks_per_thread == 2);
+          }
           // The reduction layout is rmsnorm's for the same row (batch invariance by N alone).
           EXPECT_EQ(plan.threads_per_row, threads_per_row_for(n, x));
         }
@@ -655,20 +668,26 @@ TEST(MakePlan, LayerNormRunsInRegistersOnRowsOfOneSlice) {
     const std::string too_long = cuda_forward_unsupported(layernorm(x, longest + 1, 4));
     EXPECT_NE(too_long.find("N <= " + std::to_string(longest)), std::string::npos) << too_long;
   }
+  EXPECT_GT(tiles, 0);
   EXPECT_EQ(cuda_forward_unsupported(bf16(131072, 4)), "");  // rmsnorm takes any N
-  // A bias at an address that is not 16-byte aligned for its float32 chunks: element-wise I/O.
-  NormProblem p = layernorm(DType::kBFloat16, 4096, 8);
+  // A bias at an address that is not 16-byte aligned for its float32 chunks: element-wise I/O,
+  // and so the registers schedule at any M.
+  NormProblem p = layernorm(DType::kBFloat16, 4096, 65536);
   EXPECT_TRUE(make_plan(p, hopper()).vector_io);
   p.bias_align = 16;
   EXPECT_FALSE(make_plan(p, hopper()).vector_io);
+  EXPECT_EQ(make_plan(p, hopper()).variant, KernelVariant::kRowInRegisters);
 }
 
 TEST(PlanViolation, KeepsLayerNormToItsKernels) {
   const NormProblem p = layernorm(DType::kBFloat16, 4096, 65536);
   const NormPlan plan = make_plan(p, hopper());
-  NormPlan tile = make_plan(bf16(4096, 65536), hopper());
-  ASSERT_EQ(tile.variant, KernelVariant::kTile);
-  EXPECT_NE(plan_violation(tile, p, hopper()).find("row_in_registers"), std::string::npos);
+  ASSERT_EQ(plan.variant, KernelVariant::kTile);
+  NormPlan two_pass = make_plan(bf16(4096, 17), hopper());
+  two_pass.variant = KernelVariant::kTwoPass;
+  EXPECT_NE(plan_violation(two_pass, layernorm(DType::kBFloat16, 4096, 17), hopper())
+                .find("row_in_registers and tile"),
+            std::string::npos);
   NormProblem bf16_weight = p;
   bf16_weight.w_dtype = DType::kBFloat16;
   EXPECT_NE(plan_violation(plan, bf16_weight, hopper()).find("float32 weight"), std::string::npos);

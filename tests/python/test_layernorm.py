@@ -211,7 +211,7 @@ def test_errors_name_layernorm():
         oink.layernorm(torch.ones(4, 8, dtype=torch.int32))
 
 
-# --- CUDA: the forward (kernels/layernorm_row.cuh, the registers schedule) ---------------------
+# --- CUDA: the forward (kernels/layernorm_row.cuh; the registers and tile schedules) ----------
 
 
 def check_cuda_forward(x, w, b, eps=EPS):
@@ -299,6 +299,25 @@ def test_cuda_batch_invariance_and_layouts(n, gen):
     assert torch.equal(oink.layernorm(unaligned, w, b, EPS), dense)
     heads = x.contiguous().view(24, 4, n)[:, 1:3]  # rows over two leading dimensions
     assert torch.equal(oink.layernorm(heads, w, b, EPS), dense.view(24, 4, n)[:, 1:3])
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=dtype_id)
+@pytest.mark.parametrize("n", [4096, 7168])
+def test_cuda_tile_and_registers_give_the_same_bits(dtype, n, gen):
+    """A batch of several row groups per SM takes the tile, a single row the registers kernel
+    (explain says which); every row has the same bits either way, and both are right."""
+    m = 4096
+    x, w, b = make(m, n, dtype, torch.float32, gen)
+    x, w, b = x.cuda(), w.cuda(), b.cuda()
+    assert oink.explain(x, w, op="layernorm", bias=b).variant == "tile"
+    assert oink.explain(x[:1], w, op="layernorm", bias=b).variant == "row_in_registers"
+    y = check_cuda_forward(x, w, b)
+    _, mean, rstd = oink.layernorm_forward(x, w, b, EPS)
+    for r in (0, 1, 2047, m - 1):
+        alone, mean_r, rstd_r = oink.layernorm_forward(x[r : r + 1].clone(), w, b, EPS)
+        assert torch.equal(y[r], alone[0])
+        assert torch.equal(mean[r], mean_r[0]) and torch.equal(rstd[r], rstd_r[0])
 
 
 @requires_cuda
