@@ -171,31 +171,43 @@ if has_stage profile; then
   start=$SECONDS
   ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   : >"$OUT/profile.txt"
-  if configure_kernel_build && ninja -C "$KERNEL_BUILD" oink_schedule_sweep >/dev/null 2>&1; then
+  if configure_kernel_build &&
+    ninja -C "$KERNEL_BUILD" oink_schedule_sweep oink_backward_sweep >/dev/null 2>&1; then
     # Decode (registers), the tile at mid and large M, the fused op's registers and tile
     # schedules at large M, clusters for one long row and many, the tile at M=256 on rows of
     # 1024 lanes: the open gaps of docs/kernels.md, "Against the peers". A case may name the
     # kernel to profile after '@' (its first launch; default: the planner's plan, the first
     # launch of any norm kernel): the tile with a float32 weight in shared memory, 5.5x slower
-    # than streaming for a reason not yet known.
-    for entry in "rmsnorm 7168 1" "fused_add_rms_norm 7168 1" "rmsnorm 4096 1024" \
-      "rmsnorm 7168 65536" "fused_add_rms_norm 7168 65536" "fused_add_rms_norm 16384 16384" \
-      "rmsnorm 131072 1" "fused_add_rms_norm 131072 1" "rmsnorm 131072 4096" \
-      "fused_add_rms_norm 131072 4096" "rmsnorm 16384 256" \
-      "rmsnorm 7168 4096 w32@norm_tile_kernel"; do
+    # than streaming for a reason not yet known. Cases that start with "backward" run
+    # oink_backward_sweep (OP N M; the planner's plan first): the backward passes' row kernel.
+    # PROFILE_CASES="backward layernorm 4096 131072;rmsnorm 7168 1" profiles those instead.
+    default_cases="rmsnorm 7168 1;fused_add_rms_norm 7168 1;rmsnorm 4096 1024;rmsnorm 7168 65536"
+    default_cases+=";fused_add_rms_norm 7168 65536;fused_add_rms_norm 16384 16384;rmsnorm 131072 1"
+    default_cases+=";fused_add_rms_norm 131072 1;rmsnorm 131072 4096;fused_add_rms_norm 131072 4096"
+    default_cases+=";rmsnorm 16384 256;rmsnorm 7168 4096 w32@norm_tile_kernel"
+    default_cases+=";backward rmsnorm 4096 32768;backward layernorm 4096 32768"
+    default_cases+=";backward layernorm 7168 65536"
+    IFS=';' read -ra entries <<<"${PROFILE_CASES:-$default_cases}"
+    for entry in "${entries[@]}"; do
       case=${entry%@*}
       kernel=norm
+      binary=oink_schedule_sweep
+      if [[ $case == backward\ * ]]; then
+        case=${case#backward }
+        kernel=norm_backward_kernel
+        binary=oink_backward_sweep
+      fi
       [[ $entry == *@* ]] && kernel=${entry#*@}
-      echo "== ncu: $case (first launch of $kernel)" >>"$OUT/profile.txt"
+      echo "== ncu: $binary $case (first launch of $kernel)" >>"$OUT/profile.txt"
       sections=(--section SpeedOfLight --section SchedulerStats --section WarpStateStats
         --section Occupancy --section MemoryWorkloadAnalysis)
       # The sections' bodies too (the stall reasons, the memory tables); where this ncu does not
       # take --print-details, the headers alone.
       # shellcheck disable=SC2086
       "$ncu_bin" "${sections[@]}" --print-details all -k "regex:$kernel" -c 1 \
-        "$KERNEL_BUILD/oink_schedule_sweep" $case >/tmp/ncu-case.txt 2>&1 ||
+        "$KERNEL_BUILD/$binary" $case >/tmp/ncu-case.txt 2>&1 ||
         "$ncu_bin" "${sections[@]}" -k "regex:$kernel" -c 1 \
-          "$KERNEL_BUILD/oink_schedule_sweep" $case >/tmp/ncu-case.txt 2>&1
+          "$KERNEL_BUILD/$binary" $case >/tmp/ncu-case.txt 2>&1
       cat /tmp/ncu-case.txt >>"$OUT/profile.txt"
     done
   fi

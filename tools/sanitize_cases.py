@@ -65,23 +65,27 @@ def main() -> int:
     )
     parser.add_argument(
         "--ops",
-        choices=("all", "inference", "training", "backward"),
+        choices=("all", "inference", "training", "backward", "layernorm"),
         default="all",
         help="rmsnorm and the fused op (inference); rmsnorm_forward, rmsnorm_backward and "
         "layernorm's forward and backward (training); the backward kernels alone (backward: "
         "rmsnorm_backward, and layernorm's, whose forward runs for its statistics: their shared "
         "memory and barriers are the only new ones, so racecheck and synccheck need no more); "
-        "or all (default)",
+        "layernorm's forward and backward alone (layernorm: after a change to its kernels only, "
+        "racecheck over every training op takes minutes); or all (default)",
     )
     args = parser.parse_args()
     pdl_settings = {"both": (True, False), "on": (True,), "off": (False,)}[args.pdl]
     x_dtypes = DTYPES if args.dtypes == "all" else [torch.bfloat16, torch.float32]
     g = torch.Generator().manual_seed(7)
     failures = 0
-    if args.ops != "inference":
-        for dtype, wdtype in DTYPE_COMBOS:
-            if dtype in x_dtypes:
-                failures += check_training(dtype, wdtype, g, forward=args.ops != "backward")
+    for dtype, wdtype in DTYPE_COMBOS:
+        if dtype not in x_dtypes:
+            continue
+        if args.ops == "layernorm":
+            failures += check_layernorm(dtype, wdtype, g)
+        elif args.ops != "inference":
+            failures += check_training(dtype, wdtype, g, forward=args.ops != "backward")
     for pdl in pdl_settings if args.ops in ("all", "inference") else ():
         oink.set_pdl(pdl)
         for dtype, wdtype in DTYPE_COMBOS:
