@@ -22,7 +22,8 @@
 // barrier would otherwise leave the SM without loads in flight.
 //
 // weight_grad_reduce_kernel: dweight[j] = the blocks' partials of column j added in block order,
-// rounded once to the weight's dtype. No atomics: the same bits on every run.
+// rounded once to the weight's dtype. No atomics: the same bits on every run. Its loads run ahead
+// of its adds (kWeightGradReduceLoadsInFlight), never its order.
 //
 // Arithmetic in float32 for 16-bit rows, float64 for float32 rows (as the forward, NormRow::Acc),
 // each output rounded once.
@@ -380,13 +381,29 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
 }
 
 // dweight[j] = sum over blocks b, in order, of partials[b][j]; one thread per column.
+// A plain loop over b is a chain of dependent L2 round trips (the compiler unrolls it a few
+// loads deep): with 256 blocks it cost a fixed 17-37 us a call, whatever M (oink_backward_sweep,
+// H200). So kWeightGradReduceLoadsInFlight partials are loaded at once, then added in block
+// order: the same adds in the same order (the same bits), a few round trips per column.
+inline constexpr int kWeightGradReduceLoadsInFlight = 32;
+
 template <typename Acc, typename W>
 __global__ void __launch_bounds__(1024)
     weight_grad_reduce_kernel(const Acc* partials, int64_t blocks, int64_t cols, W* dweight) {
+  constexpr int kLoads = kWeightGradReduceLoadsInFlight;
   const int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (j >= cols) return;
+  const Acc* column = partials + j;
   Acc sum = 0;
-  for (int64_t b = 0; b < blocks; ++b) sum += partials[b * cols + j];
+  int64_t b = 0;
+  for (; b + kLoads <= blocks; b += kLoads) {
+    Acc batch[kLoads];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) batch[k] = column[(b + k) * cols];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) sum += batch[k];
+  }
+  for (; b < blocks; ++b) sum += column[b * cols];
   dweight[j] = round_to<W>(sum);
 }
 
