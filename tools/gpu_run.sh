@@ -186,7 +186,7 @@ if has_stage profile; then
     default_cases+=";fused_add_rms_norm 131072 1;rmsnorm 131072 4096;fused_add_rms_norm 131072 4096"
     default_cases+=";rmsnorm 16384 256;rmsnorm 7168 4096 w32@norm_tile_kernel"
     default_cases+=";backward rmsnorm 4096 32768;backward layernorm 4096 32768"
-    default_cases+=";backward layernorm 7168 65536"
+    default_cases+=";backward layernorm 7168 65536;layernorm 4096 131072;layernorm 7168 65536"
     IFS=';' read -ra entries <<<"${PROFILE_CASES:-$default_cases}"
     for entry in "${entries[@]}"; do
       case=${entry%@*}

@@ -4,9 +4,11 @@
 // launches a plan the kernels do not support.
 //
 //   oink_schedule_sweep            decode and large-batch cases, bf16 (some with a float32
-//                                  weight: op "rmsnorm/w32"); one line per (case, plan)
-//   oink_schedule_sweep OP N M [w32]   one case (OP: rmsnorm or fused_add_rms_norm; w32: a
-//                                  float32 weight), e.g. under ncu
+//                                  weight: op "rmsnorm/w32"; LayerNorm's forward at the
+//                                  training bench's shapes); one line per (case, plan)
+//   oink_schedule_sweep OP N M [w32]   one case (OP: rmsnorm, fused_add_rms_norm or layernorm,
+//                                  whose weight and bias are float32 as its binding passes
+//                                  them; w32: a float32 weight for the others), e.g. under ncu
 //
 // Timing: a CUDA graph of kCalls launches over rotating buffer sets (one pass over the sets is
 // more than twice the L2), median over kReplays replays between CUDA events.
@@ -53,6 +55,7 @@ double time_plan(const NormPlan& plan, const NormProblem& p, const Buffers& b, b
       args.out = fused ? b.x[set] : b.other[set];
       args.residual = fused ? b.other[set] : nullptr;
       args.weight = weight ? b.weight : nullptr;
+      args.bias = p.has_bias ? b.bias : nullptr;
       args.eps = 1e-6f;
       const cudaError_t err = launch_norm(plan, p, args, stream);
       if (err != cudaSuccess) return err;
@@ -103,8 +106,11 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   out.push_back({"registers", widened(1, p.op, p.w_dtype)});  // the per-row schedule
   // The tile's shape from the plan of a weight no wider than x (the planner does not choose the
   // tile for a wider one yet); its shared memory is this problem's (widened: the weight's slots).
+  // LayerNorm's own (its float32 weight and bias are read at the store, not held).
   const DType narrow = dtype_size(p.w_dtype) > dtype_size(p.x_dtype) ? p.x_dtype : p.w_dtype;
-  const NormPlan many = widened(int64_t{1} << 20, NormOp::kRmsNorm, narrow);
+  const NormPlan many = p.op == NormOp::kLayerNorm
+                            ? widened(int64_t{1} << 20, p.op, p.w_dtype)
+                            : widened(int64_t{1} << 20, NormOp::kRmsNorm, narrow);
   if (many.variant == KernelVariant::kTile) {
     out.push_back({"tile", many});
     NormPlan no_pdl_tile = many;
@@ -140,6 +146,7 @@ NormProblem bf16_problem(NormOp op, int64_t n, int64_t m, DType w_dtype) {
   p.op = op;
   p.x_dtype = DType::kBFloat16;
   p.w_dtype = w_dtype;
+  p.has_bias = op == NormOp::kLayerNorm;
   p.rows = m;
   p.cols = n;
   set_row_stride(p, n);
@@ -159,8 +166,9 @@ int main(int argc, char** argv) {
   std::vector<Case> cases;
   if (argc == 4 || argc == 5) {
     const std::string op = argv[1];
-    if (op != "rmsnorm" && op != "fused_add_rms_norm") {
-      std::fprintf(stderr, "oink_schedule_sweep: OP must be rmsnorm or fused_add_rms_norm\n");
+    if (op != "rmsnorm" && op != "fused_add_rms_norm" && op != "layernorm") {
+      std::fprintf(stderr,
+                   "oink_schedule_sweep: OP must be rmsnorm, fused_add_rms_norm or layernorm\n");
       return 2;
     }
     const int64_t n = std::atoll(argv[2]), m = std::atoll(argv[3]);
@@ -168,12 +176,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "oink_schedule_sweep: N and M must be positive integers\n");
       return 2;
     }
-    if (argc == 5 && std::string(argv[4]) != "w32") {
-      std::fprintf(stderr, "oink_schedule_sweep: the fourth argument may only be w32\n");
+    if (argc == 5 && (std::string(argv[4]) != "w32" || op == "layernorm")) {
+      std::fprintf(stderr,
+                   "oink_schedule_sweep: the fourth argument may only be w32 (not for layernorm, "
+                   "whose weight is float32 already)\n");
       return 2;
     }
-    cases.push_back({op == "rmsnorm" ? NormOp::kRmsNorm : NormOp::kFusedAddRmsNorm, n, m,
-                     argc == 5 ? DType::kFloat32 : DType::kBFloat16});
+    const NormOp norm_op = op == "rmsnorm"     ? NormOp::kRmsNorm
+                           : op == "layernorm" ? NormOp::kLayerNorm
+                                               : NormOp::kFusedAddRmsNorm;
+    const bool wide = argc == 5 || norm_op == NormOp::kLayerNorm;
+    cases.push_back({norm_op, n, m, wide ? DType::kFloat32 : DType::kBFloat16});
   } else if (argc != 1) {
     std::fprintf(stderr, "usage: oink_schedule_sweep [OP N M [w32]]\n");
     return 2;
@@ -193,6 +206,12 @@ int main(int argc, char** argv) {
     const int64_t w32_shapes[][2] = {{7168, 4096}, {8192, 4096}, {7168, 16384}, {8192, 16384}};
     for (const auto& s : w32_shapes)
       cases.push_back({NormOp::kRmsNorm, s[0], s[1], DType::kFloat32});
+    // LayerNorm's forward (float32 weight and bias), the training bench's shapes: its tile, 10
+    // points of copy under RMSNorm's, beside its registers kernel.
+    const int64_t layernorm_shapes[][2] = {
+        {4096, 8192}, {4096, 131072}, {7168, 4096}, {7168, 65536}};
+    for (const auto& s : layernorm_shapes)
+      cases.push_back({NormOp::kLayerNorm, s[0], s[1], DType::kFloat32});
   }
   const bench::Device dev = bench::current_device();
   const cudaDeviceProp& prop = dev.prop;
@@ -205,10 +224,12 @@ int main(int argc, char** argv) {
     const NormOp op = s.op;
     const NormProblem p = bf16_problem(op, s.n, s.m, s.w_dtype);
     Buffers buffers = allocate_sets(p, prop.l2CacheSize);
-    const double moved =
-        (op == NormOp::kRmsNorm ? 2.0 : 4.0) * s.m * s.n * 2 + s.n * dtype_size(s.w_dtype);
+    // Least bytes: x read and the output written (the fused op: the residual read and written
+    // too), the weight once (LayerNorm: the bias too).
+    const double moved = (op == NormOp::kFusedAddRmsNorm ? 4.0 : 2.0) * s.m * s.n * 2 +
+                         s.n * dtype_size(s.w_dtype) * (p.has_bias ? 2 : 1);
     const std::string name =
-        std::string(op_name(op)) + (s.w_dtype == DType::kFloat32 ? "/w32" : "");
+        std::string(op_name(op)) + (s.w_dtype == DType::kFloat32 && !p.has_bias ? "/w32" : "");
     for (const Candidate& c : candidates(p, d)) {
       NormProblem used = p;
       used.has_weight = c.weight;

@@ -42,10 +42,12 @@ inline Device current_device() {
 }
 
 // Rotating buffer sets of a problem: per set, x and a second [M, N] buffer (the output, or the
-// fused op's residual); one weight. Filled with 0x3f bytes (bfloat16 0.746).
+// fused op's residual); one weight, and one bias where the problem has one (LayerNorm's, float32
+// as the binding passes it). Filled with 0x3f bytes (bfloat16 0.746).
 struct Buffers {
   std::vector<void*> x, other;
   void* weight = nullptr;
+  void* bias = nullptr;
 };
 
 inline Buffers allocate(const NormProblem& p, size_t sets) {
@@ -63,6 +65,11 @@ inline Buffers allocate(const NormProblem& p, size_t sets) {
   }
   check(cudaMalloc(&b.weight, weight_bytes), "cudaMalloc weight");
   check(cudaMemset(b.weight, 0x3f, weight_bytes), "memset");
+  if (p.has_bias) {
+    const size_t bias_bytes = static_cast<size_t>(p.cols) * sizeof(float);
+    check(cudaMalloc(&b.bias, bias_bytes), "cudaMalloc bias");
+    check(cudaMemset(b.bias, 0x3f, bias_bytes), "memset");
+  }
   return b;
 }
 
@@ -70,6 +77,7 @@ inline void release(Buffers& b) {
   for (void* x : b.x) cudaFree(x);
   for (void* o : b.other) cudaFree(o);
   cudaFree(b.weight);
+  cudaFree(b.bias);
   b = Buffers{};
 }
 
