@@ -63,7 +63,8 @@ def layernorm(
     variance, as torch.nn.functional.layer_norm), rounded once to x's dtype: in float64 on the
     CPU (float64 x included, for gradcheck); on CUDA in float32 (float64 for float32 rows), N <=
     16384 (float32: 8192). x's layouts as rmsnorm's; weight and bias None or contiguous [N]
-    tensors of any float dtype. Differentiable on the CPU (the backward is the CPU's only)."""
+    tensors of any float dtype. Differentiable (autograd, torch.compile) on the CPU and on CUDA:
+    its backward is layernorm_backward."""
     return torch.ops.oink.layernorm.default(x, weight, bias, eps)
 
 
