@@ -32,8 +32,9 @@
 # synccheck now take one x dtype per element size), test with PYTEST_K="not cpu" 440 s,
 # profile (12 cases) ~45 s, bench --matrix with the peers 290 s before the long rows and the
 # copy floor joined it (the long rows alone: 165 s), peers' JIT compiles included.
-# One device call may run 600 s: `build test` in one call, `sanitize profile` (after an sm_90a
-# install) in another, `bench` in a third; `ab` (two builds, four runs) in a call of its own.
+# Sanitizers and tests now run at once (below), so `build sanitize test` should fit one 600 s
+# device call (not yet timed so); `profile` and `bench` in another; `ab` (two builds, four runs)
+# in a call of its own.
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
 # sanitizer.log, kernels.txt, schedules.txt, profile.txt and bench.tar.gz; the ab stage writes
@@ -68,23 +69,33 @@ if has_stage build; then
   fi
 fi
 
+# One compute-sanitizer tool over sanitize_cases.py, into its own log (the stage adds them up).
+sanitize_with() { # TOOL
+  local tool=$1 start=$SECONDS pdl=both dtypes=all
+  local log=/tmp/sanitizer-$tool.log
+  # racecheck and synccheck look at one CTA's shared memory and barriers (a cluster's too),
+  # which PDL does not touch: one PDL setting halves their time (219 s for both on 2026-11-30,
+  # which with the tests overran a 600 s call).
+  # For the same reason, one x dtype per element size (--dtypes sizes): racecheck took 362 s
+  # with every dtype once clusters of two-slice CTAs joined (2026-12-01).
+  [[ $tool != memcheck ]] && pdl=on dtypes=sizes
+  # No caching allocator: memcheck then sees every allocation's true bounds.
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    python3 tools/sanitize_cases.py --pdl "$pdl" --dtypes "$dtypes" --ops "${SANITIZE_OPS:-all}" \
+    >"$log" 2>&1
+  local rc=$?
+  note "sanitizer $tool: rc=$rc ($((SECONDS - start)) s): $(grep -E 'ERROR SUMMARY|wrong results' "$log" | tail -2 | tr '\n' ' ')"
+}
+
+# The three tools run at once, and beside the tests (below): none of them times anything, and
+# one after the other they took 442 s and the tests 440 s on one H200 (2026-12-01), more than a
+# device call; together they take about as long as the slowest (racecheck). The stages that
+# time kernels (schedules, profile, bench, training) start only after all of them are done.
+sanitizer_pids=()
 if has_stage sanitize; then
-  : >"$OUT/sanitizer.log"
   for tool in memcheck racecheck synccheck; do
-    start=$SECONDS
-    # racecheck and synccheck look at one CTA's shared memory and barriers (a cluster's too),
-    # which PDL does not touch: one PDL setting halves their time (219 s for both on 2026-11-30,
-    # which with the tests overran a 600 s call).
-    # For the same reason, one x dtype per element size (--dtypes sizes): racecheck took 362 s
-    # with every dtype once clusters of two-slice CTAs joined (2026-12-01).
-    pdl=both dtypes=all
-    [[ $tool != memcheck ]] && pdl=on dtypes=sizes
-    # No caching allocator: memcheck then sees every allocation's true bounds.
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      python3 tools/sanitize_cases.py --pdl "$pdl" --dtypes "$dtypes" --ops "${SANITIZE_OPS:-all}" \
-      >>"$OUT/sanitizer.log" 2>&1
-    rc=$?
-    note "sanitizer $tool: rc=$rc ($((SECONDS - start)) s): $(grep -E 'ERROR SUMMARY|wrong results' "$OUT/sanitizer.log" | tail -2 | tr '\n' ' ')"
+    sanitize_with "$tool" &
+    sanitizer_pids+=($!)
   done
 fi
 
@@ -112,8 +123,9 @@ if has_stage test; then
     done
     half=$(((${#files[@]} + 1) / 2))
     CUDA_VISIBLE_DEVICES=0 run_pytest "$OUT/tests.log" "${files[@]:0:half}" &
+    first=$!
     CUDA_VISIBLE_DEVICES=1 run_pytest /tmp/tests-gpu1.log "${files[@]:half}" &
-    wait
+    wait "$first" $!
     run_pytest /tmp/tests-multi.log tests/python/test_multi_gpu.py
     note "tests on GPU 0: $(tail -1 "$OUT/tests.log")"
     note "tests on GPU 1: $(tail -1 /tmp/tests-gpu1.log)"
@@ -125,6 +137,11 @@ if has_stage test; then
   fi
   note "tests: ($((SECONDS - start)) s)"
   grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20 | tee -a "$SUMMARY"
+fi
+
+if ((${#sanitizer_pids[@]})); then
+  wait "${sanitizer_pids[@]}"
+  cat /tmp/sanitizer-{memcheck,racecheck,synccheck}.log >"$OUT/sanitizer.log"
 fi
 
 configure_kernel_build() {
