@@ -116,8 +116,10 @@ TileShape tile_shape(int threads_per_row, int64_t rows) {
 // (tile_weight_slots), which the tile and the cluster can run (a hand-made plan: the schedule
 // sweep, plan_violation) but the planner does not choose. The tile with that weight was 5.5x
 // slower than the streamed schedule (H200, bench/schedules, rmsnorm bf16 rows, N=7168, M=4096:
-// 175.2 against 31.8 us; N=8192: 177.0 against 36.1), a cause not yet profiled, which the
-// cluster's slices share; so long rows with that weight keep two_pass, as measured before.
+// 175.2 against 31.8 us; N=8192: 177.0 against 36.1): each of its CTAs fills the weight's
+// slots from L2 for about one row (Nsight Compute, docs/kernels.md, "tile"). The cluster's
+// slices would fill them once a row too; so long rows with that weight keep two_pass, as
+// measured before.
 bool smem_weight_pays(const NormProblem& p) {
   return !p.has_weight || dtype_size(p.w_dtype) <= dtype_size(p.x_dtype) ||
          p.op == NormOp::kLayerNorm;  // read at the store, never in shared memory
@@ -262,9 +264,10 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
                                                         plan.block_threads, plan.rows_per_cta)
                                        : StreamedShape{};
     const TileShape tile = tile_shape(plan.threads_per_row, p.rows);
-    if (p.op == NormOp::kLayerNorm &&
-        !(tile_fits(p, device, plan.threads_per_row, plan.chunks_per_row, plan.vector_io) &&
-          tile_pays(p, plan.threads_per_row, plan.chunks_per_row, tile.groups, device))) {
+    const bool takes_tile =
+        tile_fits(p, device, plan.threads_per_row, plan.chunks_per_row, plan.vector_io) &&
+        tile_pays(p, plan.threads_per_row, plan.chunks_per_row, tile.groups, device);
+    if (p.op == NormOp::kLayerNorm && !takes_tile) {
       // Rows of one slice (longer ones are refused before planning: cuda_forward_unsupported),
       // held in registers for both statistics where the tile does not pay.
       plan.variant = KernelVariant::kRowInRegisters;
@@ -283,8 +286,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
       } else {
         plan.variant = KernelVariant::kTwoPass;
       }
-    } else if (tile_fits(p, device, plan.threads_per_row, plan.chunks_per_row, plan.vector_io) &&
-               tile_pays(p, plan.threads_per_row, plan.chunks_per_row, tile.groups, device)) {
+    } else if (takes_tile) {
       plan.variant = KernelVariant::kTile;
       plan.lanes_per_thread = kTileLanesPerThread;
       plan.rows_per_cta = tile.rows_per_cta;
