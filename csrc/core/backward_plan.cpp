@@ -55,14 +55,6 @@ std::optional<std::string> backward_unsupported(const NormBackwardProblem& bp) {
            dtype_name(p.x_dtype) +
            " rows in this version (longer rows would need the forward's row slices)";
   }
-  if (p.op == NormOp::kLayerNorm &&
-      backward_chunks_per_thread(p.cols, p.x_dtype) > kBackwardLayerNormMaxChunks) {
-    const int64_t limit =
-        int64_t{kBackwardLayerNormMaxChunks} * kBackwardMaxThreads * chunk_elems_of(bp);
-    return "rows of N=" + std::to_string(p.cols) +
-           " elements: layernorm's CUDA backward kernel takes N <= " + std::to_string(limit) +
-           " for " + dtype_name(p.x_dtype) + " rows in this version";
-  }
   if (backward_chunks_per_thread(p.cols, p.x_dtype) > kBackwardElementwiseMaxChunks &&
       !backward_vector_io(bp)) {
     return "rows of N=" + std::to_string(p.cols) + " elements that are not 16-byte aligned: the " +

@@ -48,14 +48,13 @@ inline constexpr int kBackwardMaxChunksPerThread = 4;
 // 16-byte aligned) are held to 2 chunks a thread too: at 4 they spilled.
 inline constexpr int kBackwardPrefetchMaxChunks = 2;
 inline constexpr int kBackwardElementwiseMaxChunks = 2;
-// LayerNorm's backward holds a bias partial beside each weight partial: at most 2 chunks a
-// thread (16-bit N <= 8192, float32 N <= 4096) until a 4-chunk variant is measured for spills.
-// It prefetches the next row at 1 and 2 chunks, as RMSNorm's does; at 2 it reads its (float32)
-// weight from L1 at each use instead of holding it (norm_backward.cuh, holds_weight): holding
-// the weight and two rows spilled 24 bytes on sm_100a and sm_103a (ptxas), and without the
-// prefetch each row's barrier left the SM with no loads in flight (20-25 points of copy below
-// RMSNorm's backward on the H200).
-inline constexpr int kBackwardLayerNormMaxChunks = 2;
+// LayerNorm's backward holds a bias partial beside each weight partial, and takes RMSNorm's
+// rows: 1, 2 or (vector I/O) 4 chunks a thread. It prefetches the next row at 1 and 2 chunks, as
+// RMSNorm's does; at 2 it reads its (float32) weight from L1 at each use instead of holding it
+// (norm_backward.cuh, holds_weight): holding the weight and two rows spilled 24 bytes on sm_100a
+// and sm_103a (ptxas), and without the prefetch each row's barrier left the SM with no loads in
+// flight (20-25 points of copy below RMSNorm's backward on the H200). At 4 it holds nothing but
+// its partials (64 of them), as RMSNorm's 4-chunk rows.
 
 // The backward's reduction lanes: the forward's, at most kBackwardMaxThreads.
 int backward_threads_per_row(int64_t cols, DType x_dtype);

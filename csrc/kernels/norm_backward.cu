@@ -68,8 +68,7 @@ cudaError_t launch_typed(const BackwardPlan& plan, const NormBackwardProblem& bp
   const BackwardParams params = backward_params(plan, bp, args);
   const dim3 grid(static_cast<unsigned>(plan.blocks)), block(plan.block_threads);
   // The instantiations a plan can name (backward_plan_violation): vector I/O prefetches at 1 or
-  // 2 chunks a thread and not at 4 (RMSNorm only: LayerNorm takes at most 2); element-wise, 1 or
-  // 2.
+  // 2 chunks a thread and not at 4; element-wise, 1 or 2.
   const auto launch = [&](auto kernel) {
     return launch_kernel(kernel, grid, block, 0, false, stream, params);
   };
@@ -78,10 +77,8 @@ cudaError_t launch_typed(const BackwardPlan& plan, const NormBackwardProblem& bp
   if (plan.prefetch_next_row) {
     err = chunks == 1 ? launch(norm_backward_kernel<GradOf, T, W, true, 1, true>)
                       : launch(norm_backward_kernel<GradOf, T, W, true, 2, true>);
-  } else if (plan.vector_io) {
-    if constexpr (!GradOf<float>::kBiasGrad) {  // RMSNorm: 4 chunks, reloaded from L1
-      err = launch(norm_backward_kernel<GradOf, T, W, true, 4, false>);
-    }
+  } else if (plan.vector_io) {  // 4 chunks, reloaded from L1 at each use
+    err = launch(norm_backward_kernel<GradOf, T, W, true, 4, false>);
   } else {
     err = chunks == 1 ? launch(norm_backward_kernel<GradOf, T, W, false, 1, false>)
                       : launch(norm_backward_kernel<GradOf, T, W, false, 2, false>);

@@ -103,7 +103,7 @@ TEST(BackwardUnsupported, NamesTheLimit) {
 // Unaligned rows take the element-wise kernel, up to 2 chunks a thread (16-bit N <= 8192); longer
 // ones are copied into dense, aligned tensors when N is whole chunks, and refused otherwise.
 // layernorm_backward: a float32 weight (widened by the binding) and a bias, whose partials
-// follow the weight's; rows of at most 2 chunks a lane.
+// follow the weight's; RMSNorm's rows (one slice: 16-bit N <= 16384, float32 N <= 8192).
 NormBackwardProblem layernorm_backward(DType x, int64_t n, int64_t m, bool weight, bool bias) {
   NormBackwardProblem bp = backward(x, n, m, weight, DType::kFloat32);
   bp.rows.op = NormOp::kLayerNorm;
@@ -111,25 +111,29 @@ NormBackwardProblem layernorm_backward(DType x, int64_t n, int64_t m, bool weigh
   return bp;
 }
 
-TEST(MakeBackwardPlan, LayerNormTakesRowsOfUpToTwoChunksALane) {
+TEST(MakeBackwardPlan, LayerNormTakesRmsNormsRows) {
   for (const DType x : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
-    const int64_t limit = x == DType::kFloat32 ? 4096 : 8192;
-    for (const int64_t n : {int64_t{7}, int64_t{1000}, int64_t{1001}, limit}) {
+    const int64_t limit = x == DType::kFloat32 ? 8192 : 16384;
+    for (const int64_t n : {int64_t{7}, int64_t{1000}, int64_t{1001}, limit / 2, limit}) {
       const NormBackwardProblem bp = layernorm_backward(x, n, 4096, true, true);
       ASSERT_FALSE(backward_unsupported(bp)) << n;
       const BackwardPlan plan = make_backward_plan(bp);
-      EXPECT_LE(plan.chunks_per_thread, kBackwardLayerNormMaxChunks);
+      // RMSNorm's plan for the row, bias or not.
+      const BackwardPlan rms = make_backward_plan(backward(x, n, 4096));
+      EXPECT_EQ(plan.chunks_per_thread, rms.chunks_per_thread) << n;
+      EXPECT_EQ(plan.threads_per_row, rms.threads_per_row) << n;  // batch invariance by N
       // The next row is prefetched at 1 and 2 chunks a thread, as RMSNorm's (at 2 the weight is
-      // read at each use instead of held: kernels/norm_backward.cuh, holds_weight).
+      // read at each use instead of held: kernels/norm_backward.cuh, holds_weight); not at 4.
       EXPECT_EQ(plan.prefetch_next_row, plan.vector_io && plan.chunks_per_thread <= 2) << n;
-      // The same reduction lanes as rmsnorm's backward for the row (batch invariance by N).
-      EXPECT_EQ(plan.threads_per_row, backward_threads_per_row(n, x));
       // Two sets of partials, the weight's and the bias's; one without a weight.
       EXPECT_EQ(backward_partials_bytes(plan, bp), 2 * plan.blocks * n * plan.partial_bytes);
       const NormBackwardProblem bias_only = layernorm_backward(x, n, 4096, false, true);
       EXPECT_EQ(backward_partials_bytes(make_backward_plan(bias_only), bias_only),
                 plan.blocks * n * plan.partial_bytes);
     }
+    // The longest rows take 4 chunks a thread.
+    EXPECT_EQ(make_backward_plan(layernorm_backward(x, limit, 64, true, true)).chunks_per_thread,
+              kBackwardMaxChunksPerThread);
     const auto why = backward_unsupported(layernorm_backward(x, limit + 8, 4, true, true));
     ASSERT_TRUE(why);
     EXPECT_NE(why->find("N <= " + std::to_string(limit)), std::string::npos) << *why;

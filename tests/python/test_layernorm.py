@@ -347,10 +347,10 @@ def test_cuda_long_rows_are_refused_clearly(gen):
     expect_error(oink.layernorm, x, None, None, EPS, arg="x", expected="N <= 16384")
     x32 = torch.randn(2, 8193, device="cuda")
     expect_error(oink.layernorm, x32, None, None, EPS, arg="x", expected="N <= 8192")
-    # The backward kernel holds 2 chunks a lane: 16-bit N <= 8192, float32 N <= 4096.
-    for dtype, n, limit in ((torch.bfloat16, 8200, 8192), (torch.float32, 4100, 4096)):
+    # The backward takes the forward's rows: one slice, 16-bit N <= 16384, float32 N <= 8192.
+    for dtype, n, limit in ((torch.bfloat16, 16392, 16384), (torch.float32, 8200, 8192)):
         x = torch.randn(3, n, device="cuda", dtype=dtype)
-        _, mean, rstd = oink.layernorm_forward(x)
+        mean, rstd = torch.zeros(3, device="cuda"), torch.ones(3, device="cuda")
         expect_error(oink.layernorm_backward, torch.ones_like(x), x, None, None, mean, rstd,
                      arg="x", expected=f"N <= {limit}")  # fmt: skip
 
@@ -416,14 +416,16 @@ def check_cuda_backward(x, w, b, dy, eps=EPS):
 @requires_cuda
 @pytest.mark.parametrize("dtypes", CUDA_DTYPES, ids=lambda d: "-".join(map(dtype_id, d)))
 @pytest.mark.parametrize(
-    "m,n", [(1, 64), (3, 8), (37, 1000), (37, 1001), (300, 4096), (9000, 2048), (5, 8192)]
+    "m,n",
+    [(1, 64), (3, 8), (37, 1000), (37, 1001), (300, 4096), (9000, 2048), (5, 8192), (70, 16384)],
 )
 def test_cuda_backward_against_float64(dtypes, m, n, gen):
-    """One and two chunks a lane with the next row prefetched, element-wise rows, rows shorter
-    than a warp, batches of many weight-gradient blocks."""
+    """One and two chunks a lane with the next row prefetched, four (N=16384; float32 N=8192)
+    reloaded from L1, element-wise rows, rows shorter than a warp, batches of many
+    weight-gradient blocks."""
     dtype, wdtype, bdtype = dtypes
-    if dtype == torch.float32 and n > 4096:
-        n = 4096  # float32 rows: N <= 4096 in the backward
+    if dtype == torch.float32 and n > 8192:
+        n = 8192  # float32 rows of one slice: N <= 8192
     x, w, b = make(m, n, dtype, wdtype, gen)
     dy = torch.randn(m, n, generator=gen).to(dtype)
     check_cuda_backward(x.cuda(), w.cuda(), b.to(bdtype).cuda(), dy.cuda())
@@ -461,6 +463,25 @@ def test_cuda_backward_is_batch_invariant_and_deterministic(gen):
     dyp.copy_(dy)
     padded = oink.layernorm_backward(dyp, xp, w, b, mean, rstd)
     assert all(torch.equal(p, d) for p, d in zip(padded, (dx, dw, db), strict=True))
+
+
+@requires_cuda
+def test_cuda_backward_of_long_unaligned_rows(gen):
+    """Rows of 4 chunks a lane that are not 16-byte aligned (x at an odd address, dy padded by
+    3): the binding copies them into aligned tensors; the same bits as the aligned call."""
+    n = 12000
+    x, w, b = make(40, n, torch.bfloat16, torch.float32, gen)
+    dy = torch.randn(40, n, generator=gen).to(torch.bfloat16)
+    x, w, b, dy = x.cuda(), w.cuda(), b.cuda(), dy.cuda()
+    _, mean, rstd = oink.layernorm_forward(x, w, b, EPS)
+    aligned = check_cuda_backward(x, w, b, dy)
+    flat = torch.empty(40 * n + 1, dtype=torch.bfloat16, device="cuda")
+    xu = flat[1:].view(40, n)
+    xu.copy_(x)
+    dyu = padded_rows(40, n, torch.bfloat16, "cuda", pad=3, generator=gen)
+    dyu.copy_(dy)
+    unaligned = oink.layernorm_backward(dyu, xu, w, b, mean, rstd)
+    assert all(torch.equal(u, a) for u, a in zip(unaligned, aligned, strict=True))
 
 
 @requires_cuda
