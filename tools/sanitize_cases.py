@@ -31,8 +31,9 @@ LARGE_N = [64, 4096, 6144, 16384, 32768]
 # weight-gradient blocks, the last one short.
 BACKWARD_N = [7, 64, 1000, 4096, 8192, 12000, 16384]
 # layernorm (CUDA: the registers schedule): rows shorter than a warp, 1 and 2 chunks a lane,
-# element-wise rows (1001), the longest rows of one slice.
-LAYERNORM_N = [7, 64, 1001, 4096, 8192, 16384]
+# element-wise rows (1001), the longest rows of one slice; the tile at 2048 rows of 2048 (one
+# warp a row) and of 4096.
+LAYERNORM_N = [7, 64, 1001, 2048, 4096, 8192, 16384]
 
 
 def cases(dtype):
@@ -160,9 +161,9 @@ def check_layernorm(dtype, wdtype, g) -> int:
     for n in LAYERNORM_N:
         if dtype == torch.float32 and n > 8192:
             continue
-        # 70 rows are three weight-gradient blocks; 2048 rows of 4096 take the tile (every
-        # dtype: 3 row groups per SM of an H200 from 1584 rows).
-        shapes = [(5, 0, 0), (5, 3, 1), (70, 0, 0)] + ([(2048, 0, 0)] if n == 4096 else [])
+        # 70 rows are three weight-gradient blocks; 2048 rows of 2048 or 4096 take the tile
+        # (every dtype: 3 row groups per SM of an H200 from 1584 rows at 4096).
+        shapes = [(5, 0, 0), (5, 3, 1), (70, 0, 0)] + ([(2048, 0, 0)] if n in (2048, 4096) else [])
         for m, pad, offset in shapes:
             x = padded_rows(m, n, dtype, "cuda", pad=pad, offset=offset, generator=g)
             w = None if wdtype is None else torch.randn(n, generator=g).to(wdtype).cuda()

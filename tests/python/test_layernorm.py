@@ -303,21 +303,26 @@ def test_cuda_batch_invariance_and_layouts(n, gen):
 
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=dtype_id)
-@pytest.mark.parametrize("n", [4096, 7168])
+@pytest.mark.parametrize("n", [2048, 4096, 5000, 7168, 16384])
 def test_cuda_tile_and_registers_give_the_same_bits(dtype, n, gen):
-    """A batch of several row groups per SM takes the tile, a single row the registers kernel
-    (explain says which); every row has the same bits either way, and both are right."""
-    m = 4096
+    """A batch of several row groups per SM takes the tile, a few rows the registers kernel
+    (explain says which); every row has the same bits either way, and both are right: rows of
+    one warp (2048), of lanes with one chunk and with two (5000), of 1024 lanes (16384), and a
+    last row group with an empty row (4095 rows)."""
+    if dtype == torch.float32 and n > 8192:
+        pytest.skip("float32 rows of one slice: N <= 8192")
+    m, few = 4095, 32
     x, w, b = make(m, n, dtype, torch.float32, gen)
     x, w, b = x.cuda(), w.cuda(), b.cuda()
     assert oink.explain(x, w, op="layernorm", bias=b).variant == "tile"
-    assert oink.explain(x[:1], w, op="layernorm", bias=b).variant == "row_in_registers"
+    assert oink.explain(x[:few], w, op="layernorm", bias=b).variant == "row_in_registers"
     y = check_cuda_forward(x, w, b)
     _, mean, rstd = oink.layernorm_forward(x, w, b, EPS)
-    for r in (0, 1, 2047, m - 1):
-        alone, mean_r, rstd_r = oink.layernorm_forward(x[r : r + 1].clone(), w, b, EPS)
-        assert torch.equal(y[r], alone[0])
-        assert torch.equal(mean[r], mean_r[0]) and torch.equal(rstd[r], rstd_r[0])
+    for start in range(0, m, few):
+        rows = slice(start, start + few)
+        alone, mean_r, rstd_r = oink.layernorm_forward(x[rows], w, b, EPS)
+        assert torch.equal(y[rows], alone), f"rows {start}.."
+        assert torch.equal(mean[rows], mean_r) and torch.equal(rstd[rows], rstd_r)
 
 
 @requires_cuda
