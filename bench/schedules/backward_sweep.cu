@@ -1,16 +1,18 @@
 // oink_backward_sweep: times the backward passes' weight-gradient blocks (core/backward_plan.h)
-// at other sizes next to make_backward_plan()'s choice, torch-free: how much the grid (at most
-// kMaxWeightGradBlocks CTAs of kMinWeightGradBlockRows rows or more) costs at small and mid M,
-// against the partials the second kernel then adds up. The evidence for those two constants.
+// at other sizes (4 to 256 rows, and the planner's halved and doubled: twice and half its blocks)
+// next to make_backward_plan()'s choice, torch-free: how much the grid (at most
+// weight_grad_max_blocks(block_threads) CTAs, 256 of up to 256 threads or 128 of 512, of
+// kMinWeightGradBlockRows rows or more) costs at small and mid M, against the partials the second
+// kernel then adds up. The evidence for those constants.
 //
 //   oink_backward_sweep            rmsnorm and layernorm backward, bf16, N = 4096 and 7168, M from
 //                                  4096 to 131072; one line per (case, block size)
 //   oink_backward_sweep OP N M     one case (OP: rmsnorm or layernorm), e.g. under ncu
 //
 // A candidate differs from the planner's plan in block_rows and blocks only; every other field is
-// checked with backward_plan_violation() (the blocks' rule aside: M alone decides them in the
-// product, for dweight's bits, which a sweep may vary), so a sweep never launches a plan the
-// kernels do not support. Timing as oink_schedule_sweep's: a CUDA graph of kCalls launches over
+// checked with backward_plan_violation() (the blocks' rule aside: M, N and the dtype decide them
+// in the product, for dweight's bits, which a sweep may vary), so a sweep never launches a plan
+// the kernels do not support. Timing as oink_schedule_sweep's: a CUDA graph of kCalls launches over
 // rotating buffer sets (one pass over them more than twice the L2), median of kReplays replays.
 #include <cuda_runtime_api.h>
 
@@ -104,9 +106,15 @@ void run_case(NormOp op, int64_t n, int64_t m, const bench::Device& dev) {
   const char* name = op == NormOp::kLayerNorm ? "layernorm" : "rmsnorm";
 
   std::vector<int64_t> block_rows = {planned.block_rows};
-  for (const int64_t r : {4, 8, 16, 32, 64, 128, 256}) {
-    if (r != planned.block_rows && r <= std::max<int64_t>(m, 1)) block_rows.push_back(r);
+  const std::vector<int64_t> candidates = {
+      4, 8, 16, 32, 64, 128, 256, planned.block_rows / 2, planned.block_rows * 2};
+  for (const int64_t r : candidates) {
+    if (r >= 1 && r <= std::max<int64_t>(m, 1) &&
+        std::find(block_rows.begin(), block_rows.end(), r) == block_rows.end()) {
+      block_rows.push_back(r);
+    }
   }
+  std::sort(block_rows.begin() + 1, block_rows.end());
   for (const int64_t rows : block_rows) {
     BackwardPlan plan;
     if (!with_block_rows(planned, bp, rows, &plan)) {

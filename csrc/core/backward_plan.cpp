@@ -20,6 +20,15 @@ int backward_threads_per_row(int64_t cols, DType x_dtype) {
   return std::min(threads_per_row_for(cols, x_dtype), kBackwardMaxThreads);
 }
 
+int backward_block_threads(int64_t cols, DType x_dtype) {
+  return std::max(backward_threads_per_row(cols, x_dtype), 32);
+}
+
+WeightGradBlocks weight_grad_blocks_for(int64_t rows, int64_t cols, DType x_dtype) {
+  const int block_threads = backward_block_threads(cols, x_dtype);
+  return {weight_grad_block_rows(rows, block_threads), weight_grad_blocks(rows, block_threads)};
+}
+
 // Every row of x, dy and dx starts 16-byte aligned and N is whole chunks; the weight's chunks
 // are aligned to their own size. Without rows, x, dy and dx have no memory to align (an empty
 // tensor's address may be null); the weight is still read.
@@ -75,10 +84,11 @@ BackwardPlan make_backward_plan(const NormBackwardProblem& bp) {
   plan.vector_io = backward_vector_io(bp);
   plan.threads_per_row = backward_threads_per_row(p.cols, p.x_dtype);
   plan.chunks_per_thread = backward_chunks_per_thread(p.cols, p.x_dtype);
-  plan.block_threads = std::max(plan.threads_per_row, 32);
+  plan.block_threads = backward_block_threads(p.cols, p.x_dtype);
   plan.prefetch_next_row = plan.vector_io && plan.chunks_per_thread <= kBackwardPrefetchMaxChunks;
-  plan.block_rows = weight_grad_block_rows(p.rows);
-  plan.blocks = weight_grad_blocks(p.rows);
+  const WeightGradBlocks blocks = weight_grad_blocks_for(p.rows, p.cols, p.x_dtype);
+  plan.block_rows = blocks.block_rows;
+  plan.blocks = blocks.blocks;
   plan.partial_bytes = p.x_dtype == DType::kFloat32 ? 8 : 4;
   plan.reduce_grid = std::max<int64_t>(1, ceil_div(p.cols, plan.reduce_threads));
   const std::string why = backward_plan_violation(plan, bp);
@@ -118,9 +128,11 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
   if (plan.prefetch_next_row != (plan.vector_io && c <= kBackwardPrefetchMaxChunks)) {
     return "prefetch_next_row must be vector_io at most kBackwardPrefetchMaxChunks chunks a thread";
   }
-  if (plan.block_rows != weight_grad_block_rows(p.rows) ||
-      plan.blocks != weight_grad_blocks(p.rows)) {
-    return "the weight-gradient blocks must be weight_grad_block_rows(M) rows each (M alone)";
+  // The CPU kernels take these blocks too: a function of M, N and the dtype, never the device's.
+  const WeightGradBlocks blocks = weight_grad_blocks_for(p.rows, p.cols, p.x_dtype);
+  if (plan.block_rows != blocks.block_rows || plan.blocks != blocks.blocks) {
+    return "the weight-gradient blocks must be weight_grad_blocks_for(M, N, dtype)'s: at most "
+           "weight_grad_max_blocks(block_threads) blocks of kMinWeightGradBlockRows rows or more";
   }
   if (plan.partial_bytes != (p.x_dtype == DType::kFloat32 ? 8 : 4)) {
     return "partials are float, double for float32 rows";

@@ -37,7 +37,7 @@ struct LayerNormBackwardArgs {
 void layernorm_rows_cpu(const NormProblem& problem, const LayerNormArgs& args, int64_t begin,
                         int64_t end);
 
-// dx for block `block` (weight_grad_block_rows rows, cpu/norm_backward_cpu.h) and its partials:
+// dx for block `block` (weight_grad_blocks_for's rows, cpu/norm_backward_cpu.h) and its partials:
 // sum over its rows, in row order, of dy * xhat (dweight) and dy (dbias).
 void layernorm_backward_block_cpu(const NormBackwardProblem& problem,
                                   const LayerNormBackwardArgs& args, int64_t block);

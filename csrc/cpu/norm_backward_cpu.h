@@ -1,5 +1,6 @@
 // RMSNorm's backward pass on the CPU: dx row by row, and dweight as per-block partial sums added
-// in block order, so that its bits depend on the inputs and M alone (never on the thread count).
+// in block order, so that its bits depend on the inputs alone (never on the thread count): the
+// CUDA plan's blocks, weight_grad_blocks_for(M, N, dtype) (core/backward_plan.h).
 #pragma once
 
 #include <algorithm>
@@ -20,13 +21,13 @@ struct NormBackwardArgs {
   double* dweight_partials = nullptr;  // [blocks][N], or nullptr without a weight
 };
 
-// Calls f(row, x, dy, dx) for the rows of block `block` (weight_grad_block_rows rows each), with
-// the row's elements of x, dy and dx (element type XS).
+// Calls f(row, x, dy, dx) for the rows of block `block` (weight_grad_blocks_for(M, N, dtype)'s
+// block_rows rows each), with the row's elements of x, dy and dx (element type XS).
 template <typename XS, typename F>
 inline void for_each_block_row(const NormBackwardProblem& bp, const void* x, const void* dy,
                                void* dx, int64_t block, F&& f) {
   const NormProblem& p = bp.rows;
-  const int64_t block_rows = weight_grad_block_rows(p.rows);
+  const int64_t block_rows = weight_grad_blocks_for(p.rows, p.cols, p.x_dtype).block_rows;
   const int64_t begin = block * block_rows, end = std::min(p.rows, begin + block_rows);
   const RowIndexer rows(p.row_dims);
   for (int64_t row = begin; row < end; ++row) {
@@ -37,7 +38,7 @@ inline void for_each_block_row(const NormBackwardProblem& bp, const void* x, con
   }
 }
 
-// dx for the rows of block `block` (weight_grad_block_rows rows each), and that block's dweight
+// dx for the rows of block `block` (for_each_block_row's), and that block's dweight
 // partial: the sum over its rows, in row order, of dy * x * rstd (float64).
 void norm_backward_block_cpu(const NormBackwardProblem& problem, const NormBackwardArgs& args,
                              int64_t block);

@@ -149,7 +149,8 @@ std::tuple<Tensor, std::optional<Tensor>, std::optional<Tensor>> layernorm_backw
   Tensor dx = output_for(x, x_rows);
   set_backward_rows(op, bp, x, dy, dx);
 
-  const int64_t blocks = weight_grad_blocks(p.rows);  // one block of zero partials at M=0
+  // The CUDA plan's blocks (M, N and the dtype decide them); one of zero partials at M=0.
+  const int64_t blocks = weight_grad_blocks_for(p.rows, p.cols, p.x_dtype).blocks;
   const std::vector<double> w = widened(weight, p.w_dtype, p.cols);
   std::vector<double> dw_partials, db_partials;
   std::optional<Tensor> dweight, dbias;

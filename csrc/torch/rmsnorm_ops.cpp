@@ -113,7 +113,8 @@ BackwardResult rmsnorm_backward(Tensor dy, Tensor x, std::optional<Tensor> weigh
 
   std::optional<Tensor> dweight;
   std::vector<double> partials;
-  const int64_t blocks = weight_grad_blocks(p.rows);  // one block of zero partials at M=0
+  // The CUDA plan's blocks (M, N and the dtype decide them); one of zero partials at M=0.
+  const int64_t blocks = weight_grad_blocks_for(p.rows, p.cols, p.x_dtype).blocks;
   if (weight) {
     dweight = empty_strided_like(*weight, weight->sizes().data(), weight->strides().data());
     partials.assign(static_cast<size_t>(blocks * p.cols), 0.0);

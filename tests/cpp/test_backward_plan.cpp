@@ -1,5 +1,6 @@
-// The backward passes' weight-gradient blocks and the CUDA backward plan: the blocks depend
-// on M alone and cover every row once; the plan keeps the forward's reduction lanes, takes
+// The backward passes' weight-gradient blocks and the CUDA backward plan: the blocks depend on
+// M and the CTA's threads (N and the dtype) alone and cover every row once, at most 256 of them
+// for CTAs of up to 256 threads, 128 for 512-thread CTAs; the plan keeps the forward's lanes, takes
 // vector I/O exactly when every stream is aligned, refuses what its kernel cannot run with a
 // sentence naming N, and backward_plan_violation catches broken plans.
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "core/backward_plan.h"
 
@@ -27,19 +29,82 @@ NormBackwardProblem backward(DType x, int64_t n, int64_t m, bool weight = true,
   return bp;
 }
 
-TEST(WeightGradBlocks, DependOnMAloneAndCoverEveryRowOnce) {
-  EXPECT_EQ(weight_grad_blocks(0), 1);  // one block of zero partials: a zero gradient
-  EXPECT_EQ(weight_grad_blocks(1), 1);
-  EXPECT_EQ(weight_grad_blocks(32), 1);
-  EXPECT_EQ(weight_grad_blocks(33), 2);
-  EXPECT_EQ(weight_grad_blocks(256 * 32), 256);
-  for (int64_t m = 1; m < (int64_t{1} << 24); m = m * 3 + 1) {
-    const int64_t rows = weight_grad_block_rows(m), blocks = weight_grad_blocks(m);
-    EXPECT_GE(rows, kMinWeightGradBlockRows);
-    EXPECT_LE(blocks, kMaxWeightGradBlocks) << m;
-    EXPECT_GE(blocks * rows, m) << m;        // every row in a block
-    EXPECT_LT((blocks - 1) * rows, m) << m;  // no empty block (but M = 0's one)
+TEST(WeightGradBlocks, AboutOneWaveOfCtasOfAtLeast16Rows) {
+  EXPECT_EQ(kMinWeightGradBlockRows, 16);
+  EXPECT_EQ(weight_grad_max_blocks(32), 256);
+  EXPECT_EQ(weight_grad_max_blocks(256), 256);
+  EXPECT_EQ(weight_grad_max_blocks(512), 128);
+  for (const int threads : {32, 256, 512}) {
+    EXPECT_EQ(weight_grad_blocks(0, threads), 1);  // one block of zero partials: a zero gradient
+    EXPECT_EQ(weight_grad_block_rows(0, threads), 16);
+    EXPECT_EQ(weight_grad_blocks(1, threads), 1);
+    EXPECT_EQ(weight_grad_blocks(16, threads), 1);
+    EXPECT_EQ(weight_grad_blocks(17, threads), 2);  // the 16-row floor, the last block short
+    EXPECT_EQ(weight_grad_blocks(70, threads), 5);
   }
+  // CTAs of at most 256 threads: 256 blocks from M = 4096 (16 rows each), then longer blocks.
+  EXPECT_EQ(weight_grad_blocks(2048, 256), 128);
+  EXPECT_EQ(weight_grad_block_rows(4096, 256), 16);
+  EXPECT_EQ(weight_grad_blocks(4096, 256), 256);
+  EXPECT_EQ(weight_grad_block_rows(4097, 256), 17);
+  EXPECT_EQ(weight_grad_blocks(4097, 256), 241);
+  EXPECT_EQ(weight_grad_block_rows(8192, 256), 32);
+  EXPECT_EQ(weight_grad_blocks(8192, 256), 256);
+  EXPECT_EQ(weight_grad_block_rows(131072, 256), 512);
+  EXPECT_EQ(weight_grad_blocks(131072, 256), 256);
+  // 512-thread CTAs: 128 blocks from M = 2048.
+  EXPECT_EQ(weight_grad_block_rows(2048, 512), 16);
+  EXPECT_EQ(weight_grad_blocks(2048, 512), 128);
+  EXPECT_EQ(weight_grad_block_rows(2049, 512), 17);
+  EXPECT_EQ(weight_grad_blocks(2049, 512), 121);
+  EXPECT_EQ(weight_grad_block_rows(4096, 512), 32);
+  EXPECT_EQ(weight_grad_blocks(4096, 512), 128);
+  EXPECT_EQ(weight_grad_block_rows(8192, 512), 64);
+  EXPECT_EQ(weight_grad_blocks(8192, 512), 128);
+  EXPECT_EQ(weight_grad_block_rows(131072, 512), 1024);
+  EXPECT_EQ(weight_grad_blocks(131072, 512), 128);
+  for (const int threads : {32, 64, 128, 256, 512}) {
+    const int64_t max_blocks = threads <= 256 ? 256 : 128;
+    for (int64_t m = 1; m < (int64_t{1} << 24); m = m * 3 + 1) {
+      const int64_t rows = weight_grad_block_rows(m, threads);
+      const int64_t blocks = weight_grad_blocks(m, threads);
+      EXPECT_GE(rows, kMinWeightGradBlockRows);
+      EXPECT_LE(blocks, max_blocks) << m << " " << threads;
+      EXPECT_GE(blocks * rows, m) << m;        // every row in a block
+      EXPECT_LT((blocks - 1) * rows, m) << m;  // no empty block (but M = 0's one)
+      // As many blocks as the cap allows: a block of one row fewer would need more than that.
+      if (rows > kMinWeightGradBlockRows) {
+        EXPECT_GT(m, (rows - 1) * max_blocks) << m;
+      }
+    }
+  }
+}
+
+// The blocks of a problem are its CUDA CTA's (max(backward_threads_per_row, 32) threads): N, the
+// dtype and M decide them, for the CUDA plan and the CPU kernels alike.
+TEST(WeightGradBlocks, FollowTheBackwardCtaOfNAndTheDtype) {
+  EXPECT_EQ(backward_block_threads(64, DType::kBFloat16), 32);
+  EXPECT_EQ(backward_block_threads(4096, DType::kBFloat16), 256);
+  EXPECT_EQ(backward_block_threads(4104, DType::kBFloat16), 512);
+  EXPECT_EQ(backward_block_threads(7168, DType::kBFloat16), 512);
+  EXPECT_EQ(backward_block_threads(16384, DType::kBFloat16), 512);
+  EXPECT_EQ(backward_block_threads(2048, DType::kFloat32), 256);
+  EXPECT_EQ(backward_block_threads(4096, DType::kFloat32), 512);
+  EXPECT_EQ(backward_block_threads(32768, DType::kFloat64), 512);  // CPU only: any N
+  const auto blocks = [](int64_t m, int64_t n, DType x) {
+    const WeightGradBlocks b = weight_grad_blocks_for(m, n, x);
+    return std::pair<int64_t, int64_t>(b.block_rows, b.blocks);
+  };
+  using P = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(blocks(0, 4096, DType::kBFloat16), P(16, 1));
+  EXPECT_EQ(blocks(0, 7168, DType::kBFloat16), P(16, 1));
+  EXPECT_EQ(blocks(4096, 4096, DType::kBFloat16), P(16, 256));
+  EXPECT_EQ(blocks(8192, 4096, DType::kBFloat16), P(32, 256));
+  EXPECT_EQ(blocks(4096, 7168, DType::kBFloat16), P(32, 128));
+  EXPECT_EQ(blocks(8192, 7168, DType::kBFloat16), P(64, 128));
+  EXPECT_EQ(blocks(32768, 16384, DType::kFloat16), P(256, 128));
+  EXPECT_EQ(blocks(4096, 4096, DType::kFloat32), P(32, 128));
+  EXPECT_EQ(blocks(4096, 64, DType::kFloat32), P(16, 256));
 }
 
 TEST(MakeBackwardPlan, ForwardLanesUpTo512ThreadsOfOneToFourChunks) {
@@ -59,7 +124,10 @@ TEST(MakeBackwardPlan, ForwardLanesUpTo512ThreadsOfOneToFourChunks) {
         EXPECT_EQ(plan.vector_io, n % plan.chunk_elems == 0);
         EXPECT_LE(plan.chunks_per_thread, plan.vector_io ? 4 : 2);
         EXPECT_EQ(plan.prefetch_next_row, plan.vector_io && plan.chunks_per_thread <= 2);
-        EXPECT_EQ(plan.blocks, weight_grad_blocks(m));
+        EXPECT_EQ(plan.block_threads, backward_block_threads(n, x));
+        EXPECT_EQ(plan.block_rows, weight_grad_block_rows(m, plan.block_threads));
+        EXPECT_EQ(plan.blocks, weight_grad_blocks(m, plan.block_threads));
+        EXPECT_LE(plan.blocks, plan.block_threads <= 256 ? 256 : 128);
         EXPECT_EQ(plan.partial_bytes, x == DType::kFloat32 ? 8 : 4);
         EXPECT_EQ(backward_partials_bytes(plan, bp), plan.blocks * n * plan.partial_bytes);
         EXPECT_EQ(backward_partials_bytes(plan, backward(x, n, m, false)), 0);
@@ -214,6 +282,20 @@ TEST(BackwardPlanViolation, CatchesBrokenPlans) {
          p.block_rows *= 2;
          p.blocks = (1000 + p.block_rows - 1) / p.block_rows;
        }},
+      // 256 blocks of 32 rows (a 256-thread CTA's blocks) for 512-thread CTAs.
+      {"256 blocks of 512-thread CTAs", backward(DType::kBFloat16, 7168, 8192),
+       backward(DType::kBFloat16, 7168, 8192),
+       [](BackwardPlan& p) {
+         p.block_rows = 32;
+         p.blocks = 256;
+       }},
+      // 128 blocks of 32 rows (a 512-thread CTA's blocks) for 256-thread CTAs.
+      {"128 blocks of 256-thread CTAs", backward(DType::kBFloat16, 4096, 4096),
+       backward(DType::kBFloat16, 4096, 4096),
+       [](BackwardPlan& p) {
+         p.block_rows = 32;
+         p.blocks = 128;
+       }},
       {"float partials for float32 rows", backward(DType::kFloat32, 4096, 10),
        backward(DType::kFloat32, 4096, 10), [](BackwardPlan& p) { p.partial_bytes = 4; }},
       {"reduction misses columns", aligned, aligned, [](BackwardPlan& p) { p.reduce_grid -= 1; }},
@@ -226,6 +308,15 @@ TEST(BackwardPlanViolation, CatchesBrokenPlans) {
     b.mutate(plan);
     EXPECT_NE(backward_plan_violation(plan, b.used_for), "") << b.what;
   }
+  // The blocks' own check names them (the fields before it are the problem's).
+  const NormBackwardProblem wide = backward(DType::kBFloat16, 7168, 8192);
+  BackwardPlan plan = make_backward_plan(wide);
+  EXPECT_EQ(plan.block_rows, 64);
+  EXPECT_EQ(plan.blocks, 128);
+  plan.block_rows = 32;
+  plan.blocks = 256;
+  EXPECT_NE(backward_plan_violation(plan, wide).find("weight-gradient blocks"), std::string::npos)
+      << backward_plan_violation(plan, wide);
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // The CPU training kernels (cpu/norm_backward_cpu.*, cpu/layernorm_cpu.*): RMSNorm's dx and
 // dweight, LayerNorm's forward and its dx, dweight and dbias, on padded rows against a float64
-// reference, the block partials added in order, and every element written exactly where it
-// belongs (run under ASan and UBSan in CI).
+// reference, the block partials added in order, the CUDA plan's blocks (weight_grad_blocks_for),
+// and every element written exactly where it belongs (run under ASan and UBSan in CI).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cpu/layernorm_cpu.h"
@@ -15,7 +17,9 @@
 namespace oink {
 namespace {
 
-constexpr int64_t kRows = 70, kCols = 33, kLd = 40;  // 3 blocks of weight_grad_block_rows(70)
+// Five blocks of 16 rows (32-thread CTAs: at most 256 blocks, 16 rows or more), the last of 6.
+constexpr int64_t kRows = 70, kCols = 33, kLd = 40;
+constexpr int64_t kBlocks = 5;
 
 template <typename T>
 struct Case {
@@ -58,9 +62,10 @@ void run_case(DType dtype) {
   p.rows = kRows;
   p.cols = kCols;
   p.x_strides.s[0] = bp.dy_strides.s[0] = bp.dx_strides.s[0] = kLd;
-  const int64_t block_rows = weight_grad_block_rows(kRows);
-  const int64_t blocks = (kRows + block_rows - 1) / block_rows;
-  ASSERT_EQ(blocks, 3);
+  const WeightGradBlocks wg = weight_grad_blocks_for(kRows, kCols, dtype);
+  ASSERT_EQ(wg.block_rows, 16);
+  ASSERT_EQ(wg.blocks, kBlocks);
+  const int64_t blocks = wg.blocks;
   std::vector<double> partials(blocks * kCols, std::nan(""));
   NormBackwardArgs a;
   a.dy = c.dy.data();
@@ -128,7 +133,8 @@ TEST(LayerNormCpu, Float64PaddedRowsMatchFloat64) {
   f.rstd = rstd.data();
   f.eps = 1e-5;
   layernorm_rows_cpu(p, f, 0, kRows);
-  const int64_t blocks = 3;
+  const int64_t blocks = weight_grad_blocks_for(kRows, kCols, DType::kFloat64).blocks;
+  ASSERT_EQ(blocks, kBlocks);
   std::vector<double> dw_partials(blocks * kCols, poison), db_partials(blocks * kCols, poison);
   LayerNormBackwardArgs a;
   a.dy = dy.data();
@@ -178,11 +184,67 @@ TEST(LayerNormCpu, Float64PaddedRowsMatchFloat64) {
   }
 }
 
-TEST(NormBackwardCpu, WeightGradBlocksDependOnMAlone) {
-  EXPECT_EQ(weight_grad_block_rows(1), 32);
-  EXPECT_EQ(weight_grad_block_rows(256 * 32), 32);
-  EXPECT_EQ(weight_grad_block_rows(256 * 32 + 1), 33);  // at most 256 blocks
-  EXPECT_EQ(weight_grad_block_rows(1 << 20), 4096);
+// The rows for_each_block_row walks in each block, M float64 rows of N elements (all of them at
+// one address: a row stride of 0, so no memory of M rows is needed), in block order.
+std::vector<std::vector<int64_t>> block_rows_walked(int64_t m, int64_t n) {
+  const DType dtype = DType::kFloat64;
+  NormBackwardProblem bp;
+  bp.rows.x_dtype = bp.rows.w_dtype = dtype;
+  bp.rows.rows = m;
+  bp.rows.cols = n;
+  set_row_stride(bp.rows, 0);
+  bp.dy_strides = bp.dx_strides = bp.rows.x_strides;
+  std::vector<double> row(static_cast<size_t>(n));
+  std::vector<std::vector<int64_t>> walked;
+  for (int64_t b = 0; b < weight_grad_blocks_for(m, n, dtype).blocks; ++b) {
+    walked.emplace_back();
+    for_each_block_row<double>(bp, row.data(), row.data(), row.data(), b,
+                               [&](int64_t r, const double* x, const double* dy, double* dx) {
+                                 EXPECT_TRUE(x == row.data() && dy == x && dx == row.data());
+                                 walked.back().push_back(r);
+                               });
+  }
+  return walked;
+}
+
+// The CPU sums the CUDA plan's blocks: at most 256 blocks where the CUDA CTA has at most 256
+// threads, 128 where it has 512 (16-bit N > 4096, float32 N > 2048, float64 N > 1024: the
+// dtype's backward_threads_per_row, even where only the CPU runs), each of 16 rows or more.
+TEST(NormBackwardCpu, WeightGradBlocksAreTheCudaCtas) {
+  struct Want {
+    int64_t m, n;
+    DType dtype;
+    int64_t block_rows, blocks;
+  };
+  const Want wants[] = {
+      {0, 4096, DType::kBFloat16, 16, 1},           {1, 7168, DType::kBFloat16, 16, 1},
+      {70, 7168, DType::kBFloat16, 16, 5},          {4096, 4096, DType::kBFloat16, 16, 256},
+      {4096, 7168, DType::kBFloat16, 32, 128},      {8192, 4096, DType::kBFloat16, 32, 256},
+      {8192, 7168, DType::kBFloat16, 64, 128},      {2048, 2048, DType::kFloat32, 16, 128},
+      {4096, 2048, DType::kFloat32, 16, 256},       {4096, 4096, DType::kFloat32, 32, 128},
+      {4096, 1024, DType::kFloat64, 16, 256},       {4096, 2048, DType::kFloat64, 32, 128},
+      {1 << 20, 65536, DType::kFloat64, 8192, 128},
+  };
+  for (const Want& w : wants) {
+    const WeightGradBlocks got = weight_grad_blocks_for(w.m, w.n, w.dtype);
+    EXPECT_EQ(std::make_pair(got.block_rows, got.blocks), std::make_pair(w.block_rows, w.blocks))
+        << "M=" << w.m << " N=" << w.n << " " << dtype_name(w.dtype);
+  }
+  // for_each_block_row walks those blocks: every row once, in order, block by block, the last
+  // block short. 2100 float64 rows: 124 blocks of 17 (the last of 9) at N=2048 (512-thread
+  // CTAs), 132 of 16 (the last of 4) at N=1024 (256-thread CTAs).
+  for (const auto& [n, block_rows, blocks] :
+       {std::tuple<int64_t, int64_t, int64_t>{2048, 17, 124}, {1024, 16, 132}}) {
+    const auto walked = block_rows_walked(2100, n);
+    ASSERT_EQ(static_cast<int64_t>(walked.size()), blocks) << n;
+    int64_t next = 0;
+    for (size_t b = 0; b < walked.size(); ++b) {
+      const int64_t want = b + 1 < walked.size() ? block_rows : 2100 - (blocks - 1) * block_rows;
+      EXPECT_EQ(static_cast<int64_t>(walked[b].size()), want) << n << " block " << b;
+      for (const int64_t r : walked[b]) EXPECT_EQ(r, next++) << n;
+    }
+    EXPECT_EQ(next, 2100) << n;
+  }
 }
 
 }  // namespace

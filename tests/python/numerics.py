@@ -48,3 +48,11 @@ def check_fused_call(x, residual, weight, eps, dtype, call=None):
     assert torch.equal(residual, new_residual)
     assert torch.equal(x, oink.rmsnorm(residual, weight, eps))
     assert_close_to_reference(x, ref, torch_rmsnorm(new_residual, weight, eps), dtype)
+
+
+def max_block_rows(m):
+    """The most rows a weight-gradient block of M rows takes (core/backward_plan.h): 16 or more,
+    at most 256 blocks for CTAs of up to 256 threads and 128 for 512-thread CTAs, so at most
+    max(16, ceil(M / 128)) whatever N and the dtype. A backward error bound's terms: a block's
+    rows, then at most 256 blocks."""
+    return max(16, -(-m // 128))

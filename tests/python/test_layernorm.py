@@ -11,6 +11,7 @@ import oink
 from oink.testing import padded_rows, ulp
 
 from conftest import requires_cuda
+from numerics import max_block_rows
 
 EPS = 1e-5
 F = torch.nn.functional
@@ -397,7 +398,7 @@ def check_cuda_backward(x, w, b, dy, eps=EPS):
     )
     assert ((dx.double().cpu() - xr.grad).abs() <= bound).all()
     m = x.numel() // n
-    blocks_error = (max(32, -(-m // 256)) + 256 + 4) * acc + 2.0**-22
+    blocks_error = (max_block_rows(m) + 256 + 4) * acc + 2.0**-22
     if w is None:
         assert dw is None
     else:

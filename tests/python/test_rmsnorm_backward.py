@@ -10,6 +10,7 @@ import oink
 from oink.testing import padded_rows, ulp
 
 from conftest import DEVICES, requires_cuda
+from numerics import max_block_rows
 
 EPS = 1e-6
 
@@ -83,10 +84,9 @@ def check_against_float64(x, w, dy, eps=EPS):
         return
     assert dw.dtype == w.dtype and dw.shape == w.shape
     m = x.numel() // n
-    block_rows = max(32, -(-m // 256))
     scale_dw = (dy.double() * xd * r).abs().reshape(-1, n).sum(0)
     bound_dw = grad_bound(ref_dw, scale_dw, w.dtype, rstd_error)
-    bound_dw = bound_dw + (block_rows + 256 + 4) * acc * scale_dw
+    bound_dw = bound_dw + (max_block_rows(m) + 256 + 4) * acc * scale_dw
     assert ((dw.double() - ref_dw).abs() <= bound_dw).all()
 
 
