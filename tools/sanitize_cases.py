@@ -27,8 +27,8 @@ CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 278528, 52428
 LARGE_N = [64, 4096, 6144, 16384, 32768]
 # rmsnorm_backward: rows shorter than a warp (7, 64), one and two chunks a thread with the next
 # row prefetched (1000 element-wise, 4096), four chunks (12000, 16384; float32 8192), element-wise
-# rows of 2 chunks and long unaligned rows copied into aligned ones (padded cases); M = 70: five
-# weight-gradient blocks of 16 rows, the last one short (6 rows).
+# rows of 2 chunks and long unaligned rows copied into aligned ones (padded cases); M = 70: nine
+# weight-gradient blocks of 8 rows, the last one short (6 rows).
 BACKWARD_N = [7, 64, 1000, 4096, 8192, 12000, 16384]
 # layernorm (CUDA: the registers schedule): rows shorter than a warp, 1 and 2 chunks a lane,
 # element-wise rows (1001), the longest rows of one slice; the tile at 2048 rows of 2048 (one
@@ -161,7 +161,7 @@ def check_layernorm(dtype, wdtype, g) -> int:
     for n in LAYERNORM_N:
         if dtype == torch.float32 and n > 8192:
             continue
-        # 70 rows are five weight-gradient blocks; 2048 rows of 2048 or 4096 take the tile
+        # 70 rows are nine weight-gradient blocks; 2048 rows of 2048 or 4096 take the tile
         # (every dtype: 3 row groups per SM of an H200 from 1584 rows at 4096).
         shapes = [(5, 0, 0), (5, 3, 1), (70, 0, 0)] + ([(2048, 0, 0)] if n in (2048, 4096) else [])
         for m, pad, offset in shapes:

@@ -9,9 +9,9 @@
 //
 // On CUDA each block is one CTA of max(backward_threads_per_row(N, dtype), 32) threads, and the
 // fastest count is about one wave of them: at most 256 blocks of CTAs up to 256 threads, 128 of
-// 512-thread CTAs, blocks of at least 16 rows. H200, bf16, oink_backward_sweep: rmsnorm N=4096
-// M=4096 44.6 -> 37.9 us (256 blocks of 16 rows, not 128 of 32); layernorm N=7168 M=8192
-// 142.5 -> 127.3 us (128 blocks, not 256).
+// 512-thread CTAs, blocks of at least 8 rows. H200, bf16, oink_backward_sweep: rmsnorm N=4096
+// M=4096 44.6 -> 37.9 us (256 blocks of 16 rows, not 128 of 32), M=1024 22.6 -> 16.7 (128 of 8,
+// not 64 of 16); layernorm N=7168 M=8192 142.5 -> 127.3 us (128 blocks, not 256).
 #pragma once
 
 #include <algorithm>
@@ -24,7 +24,7 @@
 
 namespace oink {
 
-inline constexpr int64_t kMinWeightGradBlockRows = 16;
+inline constexpr int64_t kMinWeightGradBlockRows = 8;
 // The most blocks, by the CTA's threads: about one wave on an H200's 132 SMs (2 CTAs of 256
 // threads a SM at 111-128 registers, 1 of 512). The same on every device: dweight's bits follow.
 inline constexpr int kWeightGradSmallCtaThreads = 256;

@@ -29,21 +29,25 @@ NormBackwardProblem backward(DType x, int64_t n, int64_t m, bool weight = true,
   return bp;
 }
 
-TEST(WeightGradBlocks, AboutOneWaveOfCtasOfAtLeast16Rows) {
-  EXPECT_EQ(kMinWeightGradBlockRows, 16);
+TEST(WeightGradBlocks, AboutOneWaveOfCtasOfAtLeast8Rows) {
+  EXPECT_EQ(kMinWeightGradBlockRows, 8);
   EXPECT_EQ(weight_grad_max_blocks(32), 256);
   EXPECT_EQ(weight_grad_max_blocks(256), 256);
   EXPECT_EQ(weight_grad_max_blocks(512), 128);
   for (const int threads : {32, 256, 512}) {
     EXPECT_EQ(weight_grad_blocks(0, threads), 1);  // one block of zero partials: a zero gradient
-    EXPECT_EQ(weight_grad_block_rows(0, threads), 16);
+    EXPECT_EQ(weight_grad_block_rows(0, threads), 8);
     EXPECT_EQ(weight_grad_blocks(1, threads), 1);
-    EXPECT_EQ(weight_grad_blocks(16, threads), 1);
-    EXPECT_EQ(weight_grad_blocks(17, threads), 2);  // the 16-row floor, the last block short
-    EXPECT_EQ(weight_grad_blocks(70, threads), 5);
+    EXPECT_EQ(weight_grad_blocks(8, threads), 1);
+    EXPECT_EQ(weight_grad_blocks(9, threads), 2);  // the 8-row floor, the last block short
+    EXPECT_EQ(weight_grad_blocks(70, threads), 9);
   }
-  // CTAs of at most 256 threads: 256 blocks from M = 4096 (16 rows each), then longer blocks.
-  EXPECT_EQ(weight_grad_blocks(2048, 256), 128);
+  // CTAs of at most 256 threads: 256 blocks from M = 2048 (8 rows each), then longer blocks.
+  EXPECT_EQ(weight_grad_blocks(1024, 256), 128);
+  EXPECT_EQ(weight_grad_block_rows(2048, 256), 8);
+  EXPECT_EQ(weight_grad_blocks(2048, 256), 256);
+  EXPECT_EQ(weight_grad_block_rows(2049, 256), 9);
+  EXPECT_EQ(weight_grad_blocks(2049, 256), 228);
   EXPECT_EQ(weight_grad_block_rows(4096, 256), 16);
   EXPECT_EQ(weight_grad_blocks(4096, 256), 256);
   EXPECT_EQ(weight_grad_block_rows(4097, 256), 17);
@@ -52,7 +56,12 @@ TEST(WeightGradBlocks, AboutOneWaveOfCtasOfAtLeast16Rows) {
   EXPECT_EQ(weight_grad_blocks(8192, 256), 256);
   EXPECT_EQ(weight_grad_block_rows(131072, 256), 512);
   EXPECT_EQ(weight_grad_blocks(131072, 256), 256);
-  // 512-thread CTAs: 128 blocks from M = 2048.
+  // 512-thread CTAs: 128 blocks from M = 1024.
+  EXPECT_EQ(weight_grad_blocks(512, 512), 64);
+  EXPECT_EQ(weight_grad_block_rows(1024, 512), 8);
+  EXPECT_EQ(weight_grad_blocks(1024, 512), 128);
+  EXPECT_EQ(weight_grad_block_rows(1025, 512), 9);
+  EXPECT_EQ(weight_grad_blocks(1025, 512), 114);
   EXPECT_EQ(weight_grad_block_rows(2048, 512), 16);
   EXPECT_EQ(weight_grad_blocks(2048, 512), 128);
   EXPECT_EQ(weight_grad_block_rows(2049, 512), 17);
@@ -96,8 +105,10 @@ TEST(WeightGradBlocks, FollowTheBackwardCtaOfNAndTheDtype) {
     return std::pair<int64_t, int64_t>(b.block_rows, b.blocks);
   };
   using P = std::pair<int64_t, int64_t>;
-  EXPECT_EQ(blocks(0, 4096, DType::kBFloat16), P(16, 1));
-  EXPECT_EQ(blocks(0, 7168, DType::kBFloat16), P(16, 1));
+  EXPECT_EQ(blocks(0, 4096, DType::kBFloat16), P(8, 1));
+  EXPECT_EQ(blocks(0, 7168, DType::kBFloat16), P(8, 1));
+  EXPECT_EQ(blocks(2048, 4096, DType::kBFloat16), P(8, 256));
+  EXPECT_EQ(blocks(2048, 7168, DType::kBFloat16), P(16, 128));
   EXPECT_EQ(blocks(4096, 4096, DType::kBFloat16), P(16, 256));
   EXPECT_EQ(blocks(8192, 4096, DType::kBFloat16), P(32, 256));
   EXPECT_EQ(blocks(4096, 7168, DType::kBFloat16), P(32, 128));

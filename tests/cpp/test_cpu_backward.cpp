@@ -17,9 +17,9 @@
 namespace oink {
 namespace {
 
-// Five blocks of 16 rows (32-thread CTAs: at most 256 blocks, 16 rows or more), the last of 6.
+// Nine blocks of 8 rows (32-thread CTAs: at most 256 blocks, 8 rows or more), the last of 6.
 constexpr int64_t kRows = 70, kCols = 33, kLd = 40;
-constexpr int64_t kBlocks = 5;
+constexpr int64_t kBlocks = 9, kBlockRows = 8;
 
 template <typename T>
 struct Case {
@@ -63,7 +63,7 @@ void run_case(DType dtype) {
   p.cols = kCols;
   p.x_strides.s[0] = bp.dy_strides.s[0] = bp.dx_strides.s[0] = kLd;
   const WeightGradBlocks wg = weight_grad_blocks_for(kRows, kCols, dtype);
-  ASSERT_EQ(wg.block_rows, 16);
+  ASSERT_EQ(wg.block_rows, kBlockRows);
   ASSERT_EQ(wg.blocks, kBlocks);
   const int64_t blocks = wg.blocks;
   std::vector<double> partials(blocks * kCols, std::nan(""));
@@ -209,7 +209,7 @@ std::vector<std::vector<int64_t>> block_rows_walked(int64_t m, int64_t n) {
 
 // The CPU sums the CUDA plan's blocks: at most 256 blocks where the CUDA CTA has at most 256
 // threads, 128 where it has 512 (16-bit N > 4096, float32 N > 2048, float64 N > 1024: the
-// dtype's backward_threads_per_row, even where only the CPU runs), each of 16 rows or more.
+// dtype's backward_threads_per_row, even where only the CPU runs), each of 8 rows or more.
 TEST(NormBackwardCpu, WeightGradBlocksAreTheCudaCtas) {
   struct Want {
     int64_t m, n;
@@ -217,12 +217,18 @@ TEST(NormBackwardCpu, WeightGradBlocksAreTheCudaCtas) {
     int64_t block_rows, blocks;
   };
   const Want wants[] = {
-      {0, 4096, DType::kBFloat16, 16, 1},           {1, 7168, DType::kBFloat16, 16, 1},
-      {70, 7168, DType::kBFloat16, 16, 5},          {4096, 4096, DType::kBFloat16, 16, 256},
-      {4096, 7168, DType::kBFloat16, 32, 128},      {8192, 4096, DType::kBFloat16, 32, 256},
-      {8192, 7168, DType::kBFloat16, 64, 128},      {2048, 2048, DType::kFloat32, 16, 128},
-      {4096, 2048, DType::kFloat32, 16, 256},       {4096, 4096, DType::kFloat32, 32, 128},
-      {4096, 1024, DType::kFloat64, 16, 256},       {4096, 2048, DType::kFloat64, 32, 128},
+      {0, 4096, DType::kBFloat16, 8, 1},
+      {1, 7168, DType::kBFloat16, 8, 1},
+      {70, 7168, DType::kBFloat16, 8, 9},
+      {4096, 4096, DType::kBFloat16, 16, 256},
+      {4096, 7168, DType::kBFloat16, 32, 128},
+      {8192, 4096, DType::kBFloat16, 32, 256},
+      {8192, 7168, DType::kBFloat16, 64, 128},
+      {2048, 2048, DType::kFloat32, 8, 256},
+      {4096, 2048, DType::kFloat32, 16, 256},
+      {4096, 4096, DType::kFloat32, 32, 128},
+      {4096, 1024, DType::kFloat64, 16, 256},
+      {4096, 2048, DType::kFloat64, 32, 128},
       {1 << 20, 65536, DType::kFloat64, 8192, 128},
   };
   for (const Want& w : wants) {
@@ -232,9 +238,9 @@ TEST(NormBackwardCpu, WeightGradBlocksAreTheCudaCtas) {
   }
   // for_each_block_row walks those blocks: every row once, in order, block by block, the last
   // block short. 2100 float64 rows: 124 blocks of 17 (the last of 9) at N=2048 (512-thread
-  // CTAs), 132 of 16 (the last of 4) at N=1024 (256-thread CTAs).
+  // CTAs), 234 of 9 (the last of 3) at N=1024 (256-thread CTAs).
   for (const auto& [n, block_rows, blocks] :
-       {std::tuple<int64_t, int64_t, int64_t>{2048, 17, 124}, {1024, 16, 132}}) {
+       {std::tuple<int64_t, int64_t, int64_t>{2048, 17, 124}, {1024, 9, 234}}) {
     const auto walked = block_rows_walked(2100, n);
     ASSERT_EQ(static_cast<int64_t>(walked.size()), blocks) << n;
     int64_t next = 0;

@@ -51,8 +51,8 @@ def check_fused_call(x, residual, weight, eps, dtype, call=None):
 
 
 def max_block_rows(m):
-    """The most rows a weight-gradient block of M rows takes (core/backward_plan.h): 16 or more,
+    """The most rows a weight-gradient block of M rows takes (core/backward_plan.h): 8 or more,
     at most 256 blocks for CTAs of up to 256 threads and 128 for 512-thread CTAs, so at most
-    max(16, ceil(M / 128)) whatever N and the dtype. A backward error bound's terms: a block's
+    max(8, ceil(M / 128)) whatever N and the dtype. A backward error bound's terms: a block's
     rows, then at most 256 blocks."""
-    return max(16, -(-m // 128))
+    return max(8, -(-m // 128))
