@@ -96,6 +96,36 @@ __device__ __forceinline__ Raw<V> load_raw(const void* p) {
   return r;
 }
 
+// load_raw() where `pred` holds; the words are unspecified where it does not (the caller never
+// reads them). One predicated PTX load, not a load inside `if (pred)`: such a load is a basic
+// block of its own, and the compiler split a loaded 16-bit chunk into halves inside that block,
+// which stalls on the load right there; ptxas then moved the loads of later blocks below the
+// stall. SASS of the fused op's bf16 decode kernel (sm_90a): x, then the weight, a stall on the
+// weight, and only then the residual: two memory round trips a row instead of one. Volatile, so
+// that the loads keep their order and place ahead of every use.
+template <typename V>
+__device__ __forceinline__ Raw<V> load_raw_if(bool pred, const void* p) {
+  static_assert(kWords<V> == 1, "one vector access");
+  Raw<V> r;
+  if constexpr (sizeof(V) == 16) {
+    uint4& w = r.pieces[0];
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %4, 0;\n\t"
+        "@p ld.global.v4.u32 {%0, %1, %2, %3}, [%5];\n\t}"
+        : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
+        : "r"(static_cast<int>(pred)), "l"(p));
+  } else {
+    static_assert(sizeof(V) == 8, "16- or 8-byte chunks");
+    uint2& w = r.pieces[0];
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %2, 0;\n\t"
+        "@p ld.global.v2.u32 {%0, %1}, [%3];\n\t}"
+        : "=r"(w.x), "=r"(w.y)
+        : "r"(static_cast<int>(pred)), "l"(p));
+  }
+  return r;
+}
+
 template <typename V>
 __device__ __forceinline__ V unpack(const Raw<V>& r) {
   union {

@@ -70,37 +70,30 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
     bool mine[kChunks];
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) mine[i] = active && lane + int64_t{i} * tpr < chunks;
+    // Raw words load by predicate, not inside `if (mine[i])` (device::load_raw_if says why).
     begin_pdl<W, kVector>(p);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int64_t col = (lane + int64_t{i} * tpr) * kElems;
-      if (mine[i]) {
-        if constexpr (kRawX) {
-          raw_x[i] = device::load_raw<XVec>(r.x + col);
-        } else {
-          v[i] = r.load_x(col);
-        }
+      if constexpr (kRawX) {
+        raw_x[i] = device::load_raw_if<XVec>(mine[i], r.x + col);
+      } else if (mine[i]) {
+        v[i] = r.load_x(col);
       }
-      if constexpr (kResidualFirst) {
-        if (mine[i]) {
-          if constexpr (kRawX) {
-            raw_res[i] = device::load_raw<XVec>(r.res + col);
-          } else {
-            res[i] = r.load_residual(col);
-          }
-        }
+      if constexpr (kResidualFirst && kRawX) {
+        raw_res[i] = device::load_raw_if<XVec>(mine[i], r.res + col);
+      } else if constexpr (kResidualFirst) {
+        if (mine[i]) res[i] = r.load_residual(col);
       }
     }
     const bool has_weight = r.weight != nullptr;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       const int64_t col = (lane + int64_t{i} * tpr) * kElems;
-      if (mine[i] && has_weight) {
-        if constexpr (kRawW) {
-          raw_w[i] = device::load_raw<WVec>(r.weight + col);
-        } else {
-          w[i] = r.load_given_weight(col);
-        }
+      if constexpr (kRawW) {
+        raw_w[i] = device::load_raw_if<WVec>(mine[i] && has_weight, r.weight + col);
+      } else if (mine[i] && has_weight) {
+        w[i] = r.load_given_weight(col);
       }
     }
     Acc acc = 0;
