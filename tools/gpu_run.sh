@@ -23,6 +23,9 @@
 #   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
 #   TEST_FILES="tests/python/test_layernorm.py" tools/gpu_run.sh test   # some files (default:
 #                                    tests/python; one GPU)
+#   TEST_SHARD=1/2 tools/gpu_run.sh build sanitize test   # one share of the tests (pytest
+#                                    --shard K/N: every N-th test), so that N calls, each
+#                                    beside a sanitizer run, cover the suite
 #   BUILD_GENCODE="-gencode=arch=compute_90a,code=sm_90a" tools/gpu_run.sh build test  # one
 #                                    target (default: the six of CMakeLists.txt)
 #   SANITIZE_OPS=training tools/gpu_run.sh sanitize   # sanitize_cases.py --ops (default all:
@@ -117,7 +120,8 @@ if has_stage test; then
   run_pytest() { # LOG [PYTEST ARGS...]
     local log=$1 && shift
     # --durations: the slowest tests, in the log (the suite took 440 s on one H200 on 2026-12-01).
-    python3 -m pytest -q -p no:cacheprovider --durations=25 ${PYTEST_K:+-k "$PYTEST_K"} "$@" \
+    python3 -m pytest -q -p no:cacheprovider --durations=25 ${PYTEST_K:+-k "$PYTEST_K"} \
+      ${TEST_SHARD:+--shard "$TEST_SHARD"} "$@" \
       >"$log" 2>&1
   }
   if [[ -n ${TEST_FILES:-} ]]; then

@@ -120,3 +120,21 @@ def schedule_test_rows(n: int, dtype: torch.dtype) -> int:
     rows_per_cta = max(1, 128 // threads_per_row)
     block = threads_per_row * rows_per_cta
     return 2 * sms * min(32, 2048 // block) * rows_per_cta + 3
+
+
+def parse_shard(spec: str) -> tuple[int, int]:
+    """`K/N` (1 <= K <= N) as (K, N): the K-th of N interleaved shares of a collected test list
+    (`pytest --shard K/N`, tests/python/conftest.py). ValueError names what was expected."""
+    parts = spec.split("/")
+    if len(parts) == 2 and all(p.strip().isdigit() for p in parts):
+        k, n = (int(p) for p in parts)
+        if 1 <= k <= n:
+            return k, n
+    raise ValueError(f"--shard: expected K/N with 1 <= K <= N (e.g. 1/2), got {spec!r}")
+
+
+def in_shard(index: int, k: int, n: int) -> bool:
+    """Whether the test at `index` of the collected list belongs to share K of N. Interleaved,
+    not in blocks: the slow GPU sweep cases sit together in a few files, and every share gets
+    its part of each file (so N shares take about the same time)."""
+    return index % n == k - 1

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import oink  # noqa: F401  (loads the extension)
+from oink.testing import in_shard, parse_shard
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="no GPU"))]
@@ -38,9 +39,32 @@ def pytest_addoption(parser):
         default=None,
         help="run every test with oink.set_pdl(on/off) (default: oink's default, on)",
     )
+    parser.addoption(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run only share K of N of the collected tests (every N-th, from the K-th): the GPU "
+        "suite beside compute-sanitizer takes longer than one call of a lent GPU machine, so "
+        "N calls run one share each (tools/gpu_run.sh: TEST_SHARD)",
+    )
 
 
 def pytest_configure(config):
     choice = config.getoption("--oink-pdl")
     if choice is not None:
         oink.set_pdl(choice == "on")
+
+
+def pytest_collection_modifyitems(config, items):
+    spec = config.getoption("--shard")
+    if spec is None:
+        return
+    try:
+        k, n = parse_shard(spec)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    kept, dropped = [], []
+    for i, item in enumerate(items):
+        (kept if in_shard(i, k, n) else dropped).append(item)
+    config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
