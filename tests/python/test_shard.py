@@ -55,6 +55,17 @@ def test_pytest_runs_each_test_in_exactly_one_share():
     assert sum(len(share) for share in shares) == len(everything)
 
 
+def test_pytest_shares_split_what_k_selects():
+    # "1 or 3" keeps 12 of the 16 cases, all of the even-numbered ones: shares taken before the
+    # selection would hold 8 and 4 of them.
+    target = "test_shard.py::test_shares_partition_the_tests_evenly"
+    selected = collected(collect(target, "-k", "1 or 3"))
+    assert len(selected) == 12
+    shares = [collected(collect(target, "-k", "1 or 3", "--shard", f"{k}/2")) for k in (1, 2)]
+    assert [len(share) for share in shares] == [6, 6]
+    assert shares[0] | shares[1] == selected
+
+
 def test_pytest_rejects_a_bad_shard():
     result = collect("test_shard.py", "--shard", "4/3")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
