@@ -5,12 +5,17 @@
 //   copy      each CTA copies one row with oink's thread layout (threads_per_row_for(N) threads,
 //             up to 2 chunks of 16 bytes each, every load issued first)
 //   copy_sum  the same plus oink's reduction: sum of squares, device::row_reduce, x * rstd stored
+//   approx    copy_sum with the approximate rsqrtf (the peers') instead of oink's correctly
+//             rounded __frsqrt_rn
+//   params    copy_sum launched with oink's parameter block (KernelParams, ~300 bytes, by value)
+//             instead of four scalars, its fields read from there
 //   oink      launch_norm() of the planner's plan, without a weight
 //   oink_w    the same with a bf16 weight
 //
 // The differences are what each piece adds to a row's dependent chain: launch, memory round
-// trip, reduction, oink's own overhead, the weight. bf16 only; buffers rotate over 20 sets, so a
-// decode row is L2-warm, as in the reference baselines.
+// trip, reduction, the rsqrt's rounding, the size of the parameter block, oink's own overhead,
+// the weight. bf16 only; buffers rotate over 20 sets, so a decode row is L2-warm, as in the
+// reference baselines.
 //
 //   oink_latency_floors            N in {4096, 7168, 8192}, M in {1, 16, 64}
 //   oink_latency_floors N M        one case
@@ -29,6 +34,7 @@
 #include "device/reduce.cuh"
 #include "kernels/launch.h"
 #include "kernels/launch_kernel.cuh"
+#include "kernels/norm_row.cuh"
 #include "timing_harness.h"
 
 namespace oink {
@@ -43,10 +49,13 @@ __global__ void empty_kernel() {
   device::pdl_launch_dependents();
 }
 
+// What a floor kernel does to its row (the columns above).
+enum class Floor { kCopy, kSum, kSumApproxRsqrt };
+
 // One row per CTA; thread t owns chunks t and t + tpr, as oink's registers schedule does.
-template <bool kSum>
-__global__ void __launch_bounds__(1024)
-    row_floor_kernel(const uint4* x, uint4* out, int chunks, float inv_n) {
+template <Floor kFloor>
+__device__ __forceinline__ void row_floor(const uint4* x, uint4* out, int chunks, float inv_n) {
+  constexpr bool kSum = kFloor != Floor::kCopy;
   __shared__ alignas(16) float warp_sums[32];
   device::pdl_wait();
   device::pdl_launch_dependents();
@@ -72,8 +81,9 @@ __global__ void __launch_bounds__(1024)
         acc = fmaf(f.y, f.y, acc);
       }
     }
+    const float mean_sq = device::row_reduce<device::Sum<float>>(acc, tpr, warp_sums) * inv_n;
     const float rstd =
-        __frsqrt_rn(device::row_reduce<device::Sum<float>>(acc, tpr, warp_sums) * inv_n + 1e-6f);
+        kFloor == Floor::kSumApproxRsqrt ? rsqrtf(mean_sq + 1e-6f) : __frsqrt_rn(mean_sq + 1e-6f);
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&v[i]);
@@ -88,6 +98,18 @@ __global__ void __launch_bounds__(1024)
   for (int i = 0; i < kChunks; ++i) {
     if (mine[i]) out[row * chunks + threadIdx.x + i * tpr] = v[i];
   }
+}
+
+template <Floor kFloor>
+__global__ void __launch_bounds__(1024)
+    row_floor_kernel(const uint4* x, uint4* out, int chunks, float inv_n) {
+  row_floor<kFloor>(x, out, chunks, inv_n);
+}
+
+// copy_sum with oink's parameter block: the launch carries the same bytes as oink's kernels.
+__global__ void __launch_bounds__(1024) row_floor_params_kernel(const KernelParams p) {
+  row_floor<Floor::kSum>(static_cast<const uint4*>(p.x), static_cast<uint4*>(p.out),
+                         static_cast<int>(p.chunks_per_row), p.inv_cols);
 }
 
 void run_case(int64_t n, int64_t m, const DeviceInfo& d, cudaStream_t stream) {
@@ -150,9 +172,26 @@ void run_case(int64_t n, int64_t m, const DeviceInfo& d, cudaStream_t stream) {
           },
           kCalls, stream);
     };
-    std::printf("%6lld %5lld %4s %6d %8.2f %8.2f %9.2f %8.2f %8.2f\n", static_cast<long long>(n),
-                static_cast<long long>(m), pdl ? "on" : "off", tpr, empty,
-                rows(row_floor_kernel<false>), rows(row_floor_kernel<true>), oink_us(false),
+    const double params = bench::median_us_per_call(
+        [&]() -> cudaError_t {
+          for (int i = 0; i < kCalls; ++i) {
+            KernelParams kp{};
+            kp.x = s.x[i];
+            kp.out = s.other[i];
+            kp.chunks_per_row = chunks;
+            kp.inv_cols = 1.0f / static_cast<float>(n);
+            const cudaError_t err =
+                launch_kernel(row_floor_params_kernel, dim3(static_cast<unsigned>(m)), dim3(tpr), 0,
+                              pdl, stream, kp);
+            if (err != cudaSuccess) return err;
+          }
+          return cudaSuccess;
+        },
+        kCalls, stream);
+    std::printf("%6lld %5lld %4s %6d %8.2f %8.2f %9.2f %8.2f %8.2f %8.2f %8.2f\n",
+                static_cast<long long>(n), static_cast<long long>(m), pdl ? "on" : "off", tpr,
+                empty, rows(row_floor_kernel<Floor::kCopy>), rows(row_floor_kernel<Floor::kSum>),
+                rows(row_floor_kernel<Floor::kSumApproxRsqrt>), params, oink_us(false),
                 oink_us(true));
     std::fflush(stdout);
   }
@@ -185,8 +224,8 @@ int main(int argc, char** argv) {
   cudaStream_t stream = dev.stream;
   std::printf("# %s; bf16; µs per call (median of %d graph replays of %d calls, 20 buffer sets)\n",
               prop.name, bench::kReplays, kCalls);
-  std::printf("%6s %5s %4s %6s %8s %8s %9s %8s %8s\n", "N", "M", "pdl", "tpr", "empty", "copy",
-              "copy_sum", "oink", "oink_w");
+  std::printf("%6s %5s %4s %6s %8s %8s %9s %8s %8s %8s %8s\n", "N", "M", "pdl", "tpr", "empty",
+              "copy", "copy_sum", "approx", "params", "oink", "oink_w");
   for (const auto& [n, m] : cases) run_case(n, m, d, stream);
   return 0;
 }
