@@ -153,6 +153,31 @@ __device__ __forceinline__ To bit_cast(const From& from) {
   return u.to;
 }
 
+// A chunk's elements in float32, exactly (every 16-bit value is a float32 value). bfloat16 pairs
+// convert by the 32-bit word they share: the low element is the word shifted up by 16, the high
+// one the word with its low half cleared, one instruction each. Element by element, the compiler
+// first moved the high half down (PRMT) and then shifted it back up: a third more instructions
+// in the tile and cluster kernels' loops over their 64 elements a thread (SASS, sm_90a).
+template <typename T, int kN>
+__device__ __forceinline__ Vec<float, kN> to_floats(const Vec<T, kN>& v) {
+  Vec<float, kN> f;
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && kN % 2 == 0) {
+    struct Words {
+      uint32_t w[kN / 2];
+    };
+    const Words words = bit_cast<Words>(v);
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) {
+      f.v[2 * i] = __uint_as_float(words.w[i] << 16);
+      f.v[2 * i + 1] = __uint_as_float(words.w[i] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kN; ++e) f.v[e] = to_float(v.v[e]);
+  }
+  return f;
+}
+
 // One chunk of kN elements starting at column `col` of a row of `n` columns.
 // kVector: the whole chunk is in bounds and aligned (the plan guarantees it), one vector access.
 // Otherwise: element by element, columns >= n read as zero and are never written.

@@ -57,11 +57,11 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, O
   device::cluster_arrive_relaxed();
 
   const int per_cta = static_cast<int>(blockDim.x) / kTileMaxThreads;  // 1 or 2
-  const int ctas = (slices + per_cta - 1) / per_cta;                   // the cluster's CTAs
-  const int t = static_cast<int>(threadIdx.x) % kTileMaxThreads;       // thread in its group
+  const int ctas = static_cast<int>(device::cluster_ctas());  // ceil(slices / per_cta)
+  const int t = static_cast<int>(threadIdx.x) % kTileMaxThreads;  // thread in its group
   const int slice = static_cast<int>(device::cluster_rank()) * per_cta +
                     static_cast<int>(threadIdx.x) / kTileMaxThreads;
-  const int64_t row = blockIdx.x / ctas;
+  const int64_t row = device::cluster_index();  // one cluster per row, a 1-D grid of them
   const Row r(p, row, true);
   const int slice_first = slice * kSliceChunks;
   const int slice_chunks = min(kSliceChunks, static_cast<int>(p.chunks_per_row) - slice_first);

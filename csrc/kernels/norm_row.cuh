@@ -140,7 +140,30 @@ struct RowIo {
     for (int e = 0; e < kElems; ++e) w.v[e] = device::from_float<W>(1.f);
     return w;
   }
+  // The same ones as float32, for stores that take the weight-or-ones choice once per row
+  // (with_weight below): a multiply by a constant 1 folds away.
+  using Ones = device::Vec<float, kElems>;
+  __device__ static Ones ones() {
+    Ones w;
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) w.v[e] = 1.f;
+    return w;
+  }
 };
+
+// Runs `store(weighted)` with weighted = std::true_type when the row has a weight and
+// std::false_type when it has none: one uniform branch per row around a store loop, so that
+// each loop is straight-line. A choice per chunk between the loaded weight and the constant 1
+// (`has_weight ? w : 1`) became two PRMTs per element ahead of each multiply (SASS of the tile
+// and cluster kernels, sm_90a).
+template <typename Store>
+__device__ __forceinline__ void with_weight(bool has_weight, Store&& store) {
+  if (has_weight) {
+    store(std::true_type{});
+  } else {
+    store(std::false_type{});
+  }
+}
 
 // The RMSNorm family's row. Op: RmsNormOp, RmsNormSavingRstdOp or FusedAddRmsNormOp
 // (kernels/row_op.cuh).
@@ -164,10 +187,10 @@ struct NormRow : RowIo<T, W, kVector> {
 
   // Fused op: residual + x rounded to T, stored to the residual; the value that gets normalised.
   __device__ XVec add_residual(int64_t col, XVec v, const XVec& r) const {
+    const auto a = device::to_floats(v);
+    const auto b = device::to_floats(r);
 #pragma unroll
-    for (int e = 0; e < kElems; ++e) {
-      v.v[e] = device::from_float<T>(device::to_float(v.v[e]) + device::to_float(r.v[e]));
-    }
+    for (int e = 0; e < kElems; ++e) v.v[e] = device::from_float<T>(a.v[e] + b.v[e]);
     device::store_chunk<kVector, T, kElems>(res, col, n, v);
     return v;
   }
@@ -186,9 +209,10 @@ struct NormRow : RowIo<T, W, kVector> {
 
   // Squares in increasing element order: the per-thread half of the fixed reduction order.
   __device__ static Acc add_squares(const XVec& v, Acc acc) {
+    const auto floats = device::to_floats(v);
 #pragma unroll
     for (int e = 0; e < kElems; ++e) {
-      const Acc f = device::to_float(v.v[e]);
+      const Acc f = floats.v[e];
       if constexpr (std::is_same_v<Acc, double>) {
         acc = fma(f, f, acc);
       } else {
@@ -216,14 +240,15 @@ struct NormRow : RowIo<T, W, kVector> {
     }
   }
 
-  // WV: WVec, or the weight already converted to float (Vec<float, kElems>: same values).
+  // WV: WVec, or the weight already converted to float (Vec<float, kElems>: same values; Ones).
   template <typename WV>
   __device__ void store_normalized(int64_t col, const XVec& v, const WV& w, Acc rstd) const {
+    const auto xs = device::to_floats(v);
+    const auto ws = device::to_floats(w);
     XVec y;
 #pragma unroll
     for (int e = 0; e < kElems; ++e) {
-      y.v[e] = device::from_float<T>(
-          static_cast<float>(device::to_float(v.v[e]) * rstd * device::to_float(w.v[e])));
+      y.v[e] = device::from_float<T>(static_cast<float>(xs.v[e] * rstd * ws.v[e]));
     }
     device::store_chunk<kVector, T, kElems>(out, col, n, y);
   }

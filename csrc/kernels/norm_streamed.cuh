@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
           const FloatW w = read_slots<FloatW>(weight_slots + i * kWeightPieces * block, block);
           r.store_normalized(col0 + i * step, v, w, rstd);
         } else {
-          r.store_normalized(col0 + i * step, v, r.load_weight(0), rstd);  // all ones
+          r.store_normalized(col0 + i * step, v, Row::ones(), rstd);
         }
       }
     }

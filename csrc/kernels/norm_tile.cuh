@@ -215,26 +215,34 @@ struct TileThread {
     return device::folded_row_reduce<kLanes, typename Row::Statistic>(lane_sums, lanes, warp_sums);
   }
 
-  // The scaled chunks from the slots to the output.
+  // The scaled chunks from the slots to the output: the weight's chunks, or ones where the row
+  // has no weight, chosen once for the whole loop (with_weight).
   __device__ void store(const Stats& stats) const {
+    with_weight(r.weight != nullptr, [&](auto weighted) {
 #pragma unroll
-    for (int s = 0; s < kSlots; ++s) {
-      if (mine[s]) {
-        const XVec v = device::bit_cast<XVec>(x_slots[s * block]);
-        WVec ws = Row::unit_weight();
-        if constexpr (kWeightAtStore) {
-          ws = r.load_weight(first + offset_of(s));
-        } else if (r.weight != nullptr) {
-          if constexpr (kWeightInSmem) {
-            ws = weight_from_slots(s);
-          } else if constexpr (kRawW) {
-            ws = device::unpack<WVec>(raw_w[s]);
+      for (int s = 0; s < kSlots; ++s) {
+        if (mine[s]) {
+          const XVec v = device::bit_cast<XVec>(x_slots[s * block]);
+          if constexpr (decltype(weighted)::value) {
+            r.store_normalized(first + offset_of(s), v, weight_of(s), stats);
           } else {
-            ws = w[s];
+            r.store_normalized(first + offset_of(s), v, Row::ones(), stats);
           }
         }
-        r.store_normalized(first + offset_of(s), v, ws, stats);
       }
+    });
+  }
+
+  // Chunk s's weight, wherever it waits. Precondition: the row has a weight.
+  __device__ WVec weight_of(int s) const {
+    if constexpr (kWeightAtStore) {
+      return r.load_given_weight(first + offset_of(s));
+    } else if constexpr (kWeightInSmem) {
+      return weight_from_slots(s);
+    } else if constexpr (kRawW) {
+      return device::unpack<WVec>(raw_w[s]);
+    } else {
+      return w[s];
     }
   }
 
