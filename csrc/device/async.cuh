@@ -23,6 +23,18 @@ __device__ __forceinline__ void async_copy16(uint32_t smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
 }
 
+// async_copy16(smem, gmem) where `pred` holds, else nothing: one predicated instruction, not a
+// copy inside `if (pred)`. Inside such blocks the compiler worked out each copy's 64-bit address
+// apart, in its own block (five instructions a copy, and the row's base reloaded each time),
+// where one base and immediate offsets do (SASS of the tile and cluster kernels, sm_90a).
+__device__ __forceinline__ void async_copy16_if(bool pred, uint32_t smem, const void* gmem) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %0, 0;\n\t"
+      "@p cp.async.cg.shared.global [%1], [%2], 16;\n\t}" ::"r"(static_cast<int>(pred)),
+      "r"(smem), "l"(gmem)
+      : "memory");
+}
+
 // Closes the current group of async copies (an empty group is fine and keeps counts uniform).
 __device__ __forceinline__ void async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

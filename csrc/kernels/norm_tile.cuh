@@ -116,14 +116,14 @@ struct TileThread {
     const T* const x = r.x + first;
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
-      if (mine[s]) device::async_copy16(x_smem + s * slot_step, x + offset_of(s));
+      device::async_copy16_if(mine[s], x_smem + s * slot_step, x + offset_of(s));
     }
     if constexpr (kAddsResidual) {
       const uint32_t res_smem = x_smem + kSlots * slot_step;
       const T* const res = r.res + first;
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
-        if (mine[s]) device::async_copy16(res_smem + s * slot_step, res + offset_of(s));
+        device::async_copy16_if(mine[s], res_smem + s * slot_step, res + offset_of(s));
       }
     }
     if constexpr (kWeightInSmem) {
@@ -135,10 +135,8 @@ struct TileThread {
         for (int s = 0; s < kSlots; ++s) {
 #pragma unroll
           for (int q = 0; q < kWeightPieces; ++q) {
-            if (mine[s]) {
-              device::async_copy16(w_smem + (s * kWeightPieces + q) * slot_step,
-                                   weight + offset_of(s) + q * kPieceElems);
-            }
+            device::async_copy16_if(mine[s], w_smem + (s * kWeightPieces + q) * slot_step,
+                                    weight + offset_of(s) + q * kPieceElems);
           }
         }
       }
@@ -148,12 +146,10 @@ struct TileThread {
       const W* const weight = r.weight + first;
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
-        if (mine[s]) {
-          if constexpr (kRawW) {
-            raw_w[s] = device::load_raw<WVec>(weight + offset_of(s));
-          } else {
-            w[s] = r.load_given_weight(first + offset_of(s));
-          }
+        if constexpr (kRawW) {
+          raw_w[s] = device::load_raw_if<WVec>(mine[s], weight + offset_of(s));
+        } else if (mine[s]) {
+          w[s] = r.load_given_weight(first + offset_of(s));
         }
       }
     }
