@@ -49,9 +49,8 @@ struct LayerNormRow : RowIo<T, W, kVector> {
 
   // Reduction 1: the elements, in increasing order.
   __device__ static Acc first_terms(const XVec& v, Acc acc) {
-    const auto floats = device::to_floats(v);
 #pragma unroll
-    for (int e = 0; e < kElems; ++e) acc += static_cast<Acc>(floats.v[e]);
+    for (int e = 0; e < kElems; ++e) acc += static_cast<Acc>(device::to_float(v.v[e]));
     return acc;
   }
   // The mean is rounded here, by an explicit multiply that the compiler may not contract into
@@ -70,13 +69,12 @@ struct LayerNormRow : RowIo<T, W, kVector> {
   // `col`. Element-wise chunks past the row's end hold zeros (device::load_chunk), which add
   // nothing to reduction 1 but would add mean^2 here: they are skipped.
   __device__ Acc second_terms(int64_t col, const XVec& v, Acc acc, const Stats& stats) const {
-    const auto floats = device::to_floats(v);
 #pragma unroll
     for (int e = 0; e < kElems; ++e) {
       if constexpr (!kVector) {
         if (col + e >= n) break;
       }
-      const Acc d = static_cast<Acc>(floats.v[e]) - stats.mean;
+      const Acc d = static_cast<Acc>(device::to_float(v.v[e])) - stats.mean;
       if constexpr (std::is_same_v<Acc, double>) {
         acc = fma(d, d, acc);
       } else {
@@ -124,14 +122,12 @@ struct LayerNormRow : RowIo<T, W, kVector> {
 #pragma unroll
       for (int e = 0; e < kElems; ++e) b.v[e] = 0.f;
     }
-    const auto xs = device::to_floats(v);
-    const auto ws = device::to_floats(w);
     XVec y;
 #pragma unroll
     for (int e = 0; e < kElems; ++e) {
       // (x - mean) * rstd: a subtraction, then a product; neither can be contracted.
-      const Acc xhat = (static_cast<Acc>(xs.v[e]) - stats.mean) * stats.rstd;
-      const Acc we = static_cast<Acc>(ws.v[e]);
+      const Acc xhat = (static_cast<Acc>(device::to_float(v.v[e])) - stats.mean) * stats.rstd;
+      const Acc we = static_cast<Acc>(device::to_float(w.v[e]));
       const Acc be = static_cast<Acc>(b.v[e]);
       if constexpr (std::is_same_v<Acc, double>) {
         y.v[e] = static_cast<T>(fma(xhat, we, be));

@@ -57,8 +57,8 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, O
   device::cluster_arrive_relaxed();
 
   const int per_cta = static_cast<int>(blockDim.x) / kTileMaxThreads;  // 1 or 2
-  const int ctas = static_cast<int>(device::cluster_ctas());  // ceil(slices / per_cta)
-  const int t = static_cast<int>(threadIdx.x) % kTileMaxThreads;  // thread in its group
+  const int ctas = static_cast<int>(device::cluster_ctas());           // ceil(slices / per_cta)
+  const int t = static_cast<int>(threadIdx.x) % kTileMaxThreads;       // thread in its group
   const int slice = static_cast<int>(device::cluster_rank()) * per_cta +
                     static_cast<int>(threadIdx.x) / kTileMaxThreads;
   const int64_t row = device::cluster_index();  // one cluster per row, a 1-D grid of them

@@ -131,21 +131,21 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
           device::row_reduce<typename Row::Statistic>(second, tpr, second_warp_sums), p, stats);
     }
     Row::save_stats(p, row, active && lane == 0, stats);
-    with_weight(has_weight, [&](auto weighted) {
 #pragma unroll
-      for (int i = 0; i < kChunks; ++i) {
-        if (mine[i]) {
-          const int64_t col = (lane + int64_t{i} * tpr) * kElems;
-          if constexpr (!decltype(weighted)::value) {
-            r.store_normalized(col, v[i], Row::ones(), stats);
-          } else if constexpr (kRawW) {
-            r.store_normalized(col, v[i], device::unpack<WVec>(raw_w[i]), stats);
+    for (int i = 0; i < kChunks; ++i) {
+      if (mine[i]) {
+        const int64_t col = (lane + int64_t{i} * tpr) * kElems;
+        WVec wi = Row::unit_weight();
+        if (has_weight) {
+          if constexpr (kRawW) {
+            wi = device::unpack<WVec>(raw_w[i]);
           } else {
-            r.store_normalized(col, v[i], w[i], stats);
+            wi = w[i];
           }
         }
+        r.store_normalized(col, v[i], wi, stats);
       }
-    });
+    }
   } else {
     // Rows of several slices (core/plan.h, kSliceChunks) that the cluster schedule does not take:
     // pass 1 sums slice by slice (each lane's chunks of the slice in increasing order, the lanes
