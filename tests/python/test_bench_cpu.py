@@ -98,6 +98,39 @@ def test_bad_arguments_fail_clearly(tmp_path: Path) -> None:
     assert "unknown provider" in proc.stderr
 
 
+def test_n_and_m_keep_only_those_shapes() -> None:
+    from oink.bench import suites
+
+    parts = suites.plan(["large_n", "mid"], suites.BF16, "cuda", False, None)
+    kept = suites.restrict(parts, (131072, 4096), (1, 1024))
+    assert [p.suite for p in kept] == ["large_n", "mid"]
+    assert kept[0].shapes == ((131072, 1), (131072, 1024))
+    assert kept[1].shapes == ((4096, 1024),)
+    assert kept[0].regimes == parts[0].regimes and kept[0].variant == parts[0].variant
+    # A part the filter empties is dropped; M alone keeps every N.
+    only_m = suites.restrict(parts, None, (4096,))
+    assert [p.suite for p in only_m] == ["large_n"]
+    assert {n for n, _ in only_m[0].shapes} == {16384, 32768, 65536, 131072, 262144}
+    with pytest.raises(ValueError, match=r"--n 5 leaves no shape .*their N: \[4096"):
+        suites.restrict(parts, (5,), None)
+    assert suites.parse_sizes(None, "--n") is None
+    assert suites.parse_sizes("4096, 7168,4096", "--n") == (4096, 7168)
+    for bad in ("", "x", "0", "-1", "4096;8192"):
+        with pytest.raises(ValueError, match="--m: expected a comma list of positive integers"):
+            suites.parse_sizes(bad, "--m")
+
+
+def test_n_and_m_filter_the_cli_run(tmp_path: Path) -> None:
+    proc = _run_bench(tmp_path, "--suite", "decode", "--n", "4096", "--m", "1,8", "--op", "rmsnorm")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "results.json").read_text())
+    timed = {(r["N"], r["M"]) for r in doc["results"] if r.get("status") == "ok"}
+    assert timed == {(4096, 1), (4096, 8)}
+    proc = _run_bench(tmp_path / "none", "--suite", "decode", "--n", "5")
+    assert proc.returncode == 2
+    assert "--n 5 leaves no shape of the selected suites" in proc.stderr
+
+
 def test_every_suite_has_shapes_in_every_mode() -> None:
     from oink.bench import suites
 

@@ -54,6 +54,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--pad", action="store_true", help="padded rows: row stride N + 64")
     ap.add_argument("--quick", action="store_true", help="few shapes, short timing loops")
     ap.add_argument(
+        "--n",
+        metavar="LIST",
+        help="comma list of row lengths: keep only the selected suites' shapes with these N "
+        "(e.g. --suite large_n --n 131072)",
+    )
+    ap.add_argument(
+        "--m",
+        metavar="LIST",
+        help="comma list of batch sizes: keep only the selected suites' shapes with these M",
+    )
+    ap.add_argument(
         "--out",
         type=Path,
         help="output directory (default: a new folder per run under $XDG_CACHE_HOME/oink/bench "
@@ -155,11 +166,14 @@ def _parts(args: argparse.Namespace, device: str) -> list:
         parts = suites.matrix(device, args.quick)
         if regimes:
             parts = [dataclasses.replace(p, regimes=regimes) for p in parts]
-        return parts
-    dtype = args.dtype or "bf16"
-    wdtype = "fp32" if args.weight_dtype == "fp32" else dtype
-    variant = suites.Variant(dtype, wdtype, 64 if args.pad else 0)
-    return suites.plan(suites.parse_suites(args.suite), variant, device, args.quick, regimes)
+    else:
+        dtype = args.dtype or "bf16"
+        wdtype = "fp32" if args.weight_dtype == "fp32" else dtype
+        variant = suites.Variant(dtype, wdtype, 64 if args.pad else 0)
+        parts = suites.plan(suites.parse_suites(args.suite), variant, device, args.quick, regimes)
+    ns = suites.parse_sizes(args.n, "--n")
+    ms = suites.parse_sizes(args.m, "--m")
+    return parts if ns is None and ms is None else suites.restrict(parts, ns, ms)
 
 
 def _kit_loader(args: argparse.Namespace):

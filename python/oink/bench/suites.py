@@ -4,7 +4,7 @@ step-6 matrix that `--matrix` measures in one run (issue 6)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 SUITES = ("decode", "mid", "dsv3", "large", "large_n", "quack", "sweep", "variants")
 
@@ -202,6 +202,51 @@ def plan(
         Part(s, variant, tuple(shapes(s, device, quick)), regimes or default_regimes(s, device))
         for s in suite_names
     ]
+
+
+def parse_sizes(value: str | None, flag: str) -> tuple[int, ...] | None:
+    """--n / --m: a comma list of positive integers, or None when the flag is absent."""
+    if value is None:
+        return None
+    sizes = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if not item.isdigit() or int(item) <= 0:
+            raise ValueError(f"{flag}: expected a comma list of positive integers, got {value!r}")
+        sizes.append(int(item))
+    if not sizes:
+        raise ValueError(f"{flag}: expected a comma list of positive integers, got {value!r}")
+    return tuple(dict.fromkeys(sizes))
+
+
+def restrict(
+    parts: list[Part], ns: tuple[int, ...] | None, ms: tuple[int, ...] | None
+) -> list[Part]:
+    """The parts' shapes whose N is in `ns` and M in `ms` (None: any), parts left empty dropped:
+    a run over a few shapes of the suites (`--n`, `--m`). ValueError when nothing is left, naming
+    the sizes the parts have."""
+    kept = []
+    for part in parts:
+        shapes = tuple(
+            (n, m) for n, m in part.shapes if (ns is None or n in ns) and (ms is None or m in ms)
+        )
+        if shapes:
+            kept.append(replace(part, shapes=shapes))
+    if not kept:
+        have_n = sorted({n for p in parts for n, _ in p.shapes})
+        have_m = sorted({m for p in parts for _, m in p.shapes})
+        given = " ".join(
+            f"{flag} {','.join(map(str, sizes))}"
+            for flag, sizes in (("--n", ns), ("--m", ms))
+            if sizes is not None
+        )
+        raise ValueError(
+            f"{given} leaves no shape of the selected suites (their N: {have_n}; their M: "
+            f"{have_m})"
+        )
+    return kept
 
 
 BF16 = Variant("bf16", "bf16")
