@@ -243,8 +243,7 @@ def restrict(
             if sizes is not None
         )
         raise ValueError(
-            f"{given} leaves no shape of the selected suites (their N: {have_n}; their M: "
-            f"{have_m})"
+            f"{given} leaves no shape of the selected suites (their N: {have_n}; their M: {have_m})"
         )
     return kept
 
