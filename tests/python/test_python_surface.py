@@ -91,9 +91,14 @@ def test_explain_layernorm(device):
     if device == "cpu":
         assert plan.variant == "cpu"
     else:
-        # The registers schedule at every M, the weight read as float32 (widened by the op).
-        assert plan.variant == "row_in_registers" and plan.weight_dtype == "float32"
-        assert plan.vector_io and plan.threads_per_row == oink.explain(x, w).threads_per_row
+        # rmsnorm's schedule rule for one stream (plan.cpp, tile_pays): the tile from a few row
+        # groups per SM, as at M=4096 here, the registers schedule for a few rows; the weight
+        # read as float32 (widened by the op).
+        rms = oink.explain(x, w)
+        assert plan.variant == rms.variant == "tile" and plan.weight_dtype == "float32"
+        assert plan.vector_io and plan.threads_per_row == rms.threads_per_row
+        one = oink.explain(x[:1], w, op="layernorm", bias=torch.zeros(4096, device=device))
+        assert one.variant == "row_in_registers" and one.threads_per_row == rms.threads_per_row
         with pytest.raises(ValueError, match="N <= 16384"):
             oink.explain(torch.randn(2, 16392, device=device, dtype=torch.bfloat16),
                          op="layernorm")  # fmt: skip
