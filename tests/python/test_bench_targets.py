@@ -1,6 +1,7 @@
 """The lab tools that read benchmark results, on small hand-made sessions: the step-3 target
 report (`python tools/bench_targets.py`: each verdict follows the numbers, missing data is never
-reported as met) and the comparison with a stored reference run (`tools/bench_compare.py`).
+reported as met), the comparison with a stored reference run (`tools/bench_compare.py`) and the
+Nsight Compute summary beside the peers (`tools/profile_peers.py --summarize`).
 They live in tools/, not in the installed package, and are imported from there."""
 
 import importlib
@@ -13,6 +14,7 @@ sys.path.insert(0, str(TOOLS))
 targets = importlib.import_module("bench_targets")
 compare = importlib.import_module("bench_compare")
 ab = importlib.import_module("bench_ab")
+profile_peers = importlib.import_module("profile_peers")
 
 
 def result(suite, op, provider, n, m, us, **extra):
@@ -219,3 +221,80 @@ def test_ab_takes_the_median_of_each_sides_turns_and_lists_the_shapes_that_moved
     assert ab.main([str(tmp_path / "A"), str(tmp_path / "B")]) == 0
     assert ab.main([str(tmp_path / "A"), str(tmp_path / "nothing")]) == 1
     assert "no results.json" in capsys.readouterr().err
+
+
+NCU_KERNEL = """  {name} ({ctas}, 1, 1)x({block}, 1, 1), Context 1, Stream 7, Device 0, CC 9.0
+
+    NVTX Push/Pop Stack for Thread 969:
+      <default domain>
+        <0,{case}>
+    Section: GPU Speed Of Light Throughput
+    ----------------------- ----------- ------------
+    DRAM Throughput                   %        {dram}
+    Duration                         {unit}       {duration}
+    Instructions Executed                         inst  {instr}
+    Grid Size                                                 {grid}
+    Block Size                                                   {block}
+    Registers Per Thread             register/thread              {regs}
+    Stall Membar                    inst         {membar}
+"""
+
+
+def test_profile_summary_reads_each_kernel_of_an_ncu_report():
+    report = "==PROF== Connected to process 1\n" + "".join(
+        NCU_KERNEL.format(**k)
+        for k in (
+            dict(
+                name="void oink::norm_cluster_kernel<bf16>(oink::KernelParams)",
+                ctas=32768,
+                grid="32,768",
+                block=256,
+                case="oink_rmsnorm_131072_4096",
+                dram="72.34",
+                unit="ms",
+                duration="1.22",
+                instr="298,582,016",
+                regs=62,
+                membar="1.22",
+            ),
+            dict(
+                name="kernel_cutlass_quack",
+                ctas=32768,
+                grid="32,768",
+                block=256,
+                case="quack_rmsnorm_131072_4096",
+                dram="78.80",
+                unit="us",
+                duration="560.19",
+                instr="180,511,908",
+                regs=70,
+                membar="0",
+            ),
+        )  # fmt: skip
+    )
+    rows = profile_peers.summarize(report)
+    assert [r["case"] for r in rows] == ["oink_rmsnorm_131072_4096", "quack_rmsnorm_131072_4096"]
+    oink_row, quack_row = rows
+    assert oink_row["us"] == "1220.00" and quack_row["us"] == "560.19"  # ms and µs, both in µs
+    assert oink_row["DRAM%"] == "72.34" and oink_row["regs"] == "62"
+    assert oink_row["instr/warp"] == str(round(298582016 / (32768 * 8)))
+    assert oink_row["instr/row"] == str(298582016 // 4096)
+    assert oink_row["membar"] == "1.22" and quack_row["membar"] == "0"
+    assert oink_row["occ%"] == "-"  # a section the report does not hold
+    assert profile_peers.summarize("no kernels here") == []
+
+
+def test_profile_case_names_what_it_expected():
+    assert profile_peers.parse_case("fused:131072:4096:quack,flashinfer_cute") == (
+        "fused",
+        131072,
+        4096,
+        ["quack", "flashinfer_cute"],
+    )
+    for bad in ("rmsnorm:4096:1", "softmax:4096:1:quack", "rmsnorm:x:1:quack"):
+        try:
+            profile_peers.parse_case(bad)
+        except Exception as e:  # argparse.ArgumentTypeError
+            assert "expected OP:N:M:PEER" in str(e) and repr(bad) in str(e)
+        else:
+            raise AssertionError(f"{bad!r} was accepted")
