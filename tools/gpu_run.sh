@@ -37,9 +37,12 @@
 # synccheck now take one x dtype per element size), test with PYTEST_K="not cpu" 440 s,
 # profile (12 cases) ~45 s, bench --matrix with the peers 290 s before the long rows and the
 # copy floor joined it (the long rows alone: 165 s), peers' JIT compiles included.
-# Sanitizers and tests now run at once (below), so `build sanitize test` should fit one 600 s
-# device call (not yet timed so); `profile` and `bench` in another; `ab` (two builds, four runs)
-# in a call of its own.
+# Sanitizers and tests run at once (below), and slow each other: on 2026-12-02, `build sanitize
+# test` with SANITIZE_OPS=inference and TEST_SHARD=1/2 built in 81 s, ran memcheck 218 s,
+# racecheck 341 s and synccheck 82 s, and had not finished its half of the tests (`-k "not cpu"`,
+# ~1465) after 509 s; alone, 1209 tests of the other half took 250 s. So split the suite in
+# three shares beside the sanitizers (TEST_SHARD=1/3 ...) to fit 600 s calls; `profile` and
+# `bench` in another; `ab` (two builds, four runs) in a call of its own.
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
 # sanitizer.log, kernels.txt, schedules.txt, profile.txt and bench.tar.gz; the ab stage writes
