@@ -155,9 +155,9 @@ struct RowIo {
 // std::false_type when it has none: one uniform branch per row around a store loop, so that
 // each loop is straight-line. A choice per chunk between the loaded weight and the constant 1
 // (`has_weight ? w : 1`) became two PRMTs per element ahead of each multiply (SASS of the tile
-// and cluster kernels, sm_90a). The registers kernel, 1-2 chunks a thread, keeps the choice per
-// chunk: with a second copy of its store loop ptxas spilled a float32 LayerNorm instance
-// (sm_103a).
+// and cluster kernels, sm_90a). The registers kernel keeps its choice per chunk: with 1-2 chunks
+// a thread the compiler hoists it there itself (SASS), and a second copy of its store loop made
+// ptxas spill a float32 LayerNorm instance (sm_103a).
 template <typename Store>
 __device__ __forceinline__ void with_weight(bool has_weight, Store&& store) {
   if (has_weight) {
