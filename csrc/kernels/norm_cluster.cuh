@@ -15,7 +15,8 @@
 // cluster barrier, arrived on at the start and waited for just before those writes, is what
 // tells that every CTA of the cluster has started; no CTA leaves before the second barrier, so
 // no write lands in a CTA that has exited. (Sums sent by st.async onto each CTA's mbarrier,
-// without the second barrier, were measured slower: docs/kernels.md, "cluster".)
+// without the second barrier, and Quack's exchange without the CTA barrier too, and the slices
+// loaded by one bulk copy each, were all measured slower: docs/kernels.md, "cluster".)
 #pragma once
 
 #include <cstdint>
