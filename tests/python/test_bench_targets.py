@@ -1,7 +1,8 @@
 """The lab tools that read benchmark results, on small hand-made sessions: the step-3 target
 report (`python tools/bench_targets.py`: each verdict follows the numbers, missing data is never
-reported as met), the comparison with a stored reference run (`tools/bench_compare.py`) and the
-Nsight Compute summary beside the peers (`tools/profile_peers.py --summarize`).
+reported as met), the comparison with a stored reference run (`tools/bench_compare.py`), the
+Nsight Compute summary beside the peers (`tools/profile_peers.py --summarize`) and the schedule
+sweep's A/B in turns (`tools/sweep_ab.py`, with a stand-in for the sweep binary).
 They live in tools/, not in the installed package, and are imported from there."""
 
 import importlib
@@ -9,12 +10,15 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 TOOLS = Path(__file__).resolve().parents[2] / "tools"
 sys.path.insert(0, str(TOOLS))
 targets = importlib.import_module("bench_targets")
 compare = importlib.import_module("bench_compare")
 ab = importlib.import_module("bench_ab")
 profile_peers = importlib.import_module("profile_peers")
+sweep_ab = importlib.import_module("sweep_ab")
 
 
 def result(suite, op, provider, n, m, us, **extra):
@@ -298,3 +302,106 @@ def test_profile_case_names_what_it_expected():
             assert "expected OP:N:M:PEER" in str(e) and repr(bad) in str(e)
         else:
             raise AssertionError(f"{bad!r} was accepted")
+
+
+def sweep_line(op, n, m, candidate, us, schedule):
+    return f"{op} {n} {m} {candidate} {us:.2f} 3000 op={op} variant={schedule} M={m} N={n}"
+
+
+def fake_sweep(path, times):
+    """A stand-in for oink_schedule_sweep OP N M: prints a hand-made plan's line and the planner's
+    two, with the µs of `times[(op, N, M)]`."""
+    path.write_text(
+        "#!/usr/bin/env python3\n"
+        "import sys\n"
+        f"times = {times!r}\n"
+        "op, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])\n"
+        "if (op, n, m) not in times:\n"
+        "    sys.exit('no such case')\n"
+        "us, schedule = times[(op, n, m)]\n"
+        "print(f'{op} {n} {m} hand_made 99.00 1 op={op} variant=two_pass')\n"
+        "print(f'{op} {n} {m} planner {us:.2f} 1 op={op} variant={schedule}')\n"
+        "print(f'{op} {n} {m} planner_no_pdl {us + 1:.2f} 1 op={op} variant={schedule}')\n"
+    )
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_sweep_ab_table_compares_each_build_with_the_first():
+    log = [
+        "=== turn 1: main",
+        sweep_line("rmsnorm", 131072, 4096, "planner", 570.0, "cluster"),
+        sweep_line("rmsnorm", 4096, 1024, "planner", 6.0, "tile"),
+        "=== turn 1: new",
+        sweep_line("rmsnorm", 131072, 4096, "planner", 560.0, "cluster"),
+        sweep_line("rmsnorm", 4096, 1024, "planner", 6.0, "tile"),
+        "=== turn 2: main",
+        sweep_line("rmsnorm", 131072, 4096, "planner", 580.0, "cluster"),
+        sweep_line("rmsnorm", 4096, 1024, "planner", 6.0, "tile"),
+        "=== turn 2: new",
+        sweep_line("rmsnorm", 131072, 4096, "planner", 570.0, "cluster"),
+        sweep_line("rmsnorm", 4096, 1024, "planner", 6.6, "tile"),
+        "a line that is no case",
+    ]
+    lines = sweep_ab.table(log)
+    cluster = next(line for line in lines if "131072" in line)
+    assert "570.00  580.00" in cluster and "560.00  570.00" in cluster
+    assert cluster.split()[-1] == f"{575.0 / 565.0:.3f}"  # the means' ratio: new is faster
+    tile = next(line for line in lines if " 4096 " in line and "tile" in line)
+    assert tile.split()[-1] == f"{6.0 / 6.3:.3f}"
+    assert (
+        f"geomean main/new: {575.0 / 565.0:.3f} over 1 cases (cluster, rmsnorm, planner)" in lines
+    )
+
+
+def test_sweep_ab_table_needs_two_builds():
+    with pytest.raises(ValueError, match="at least two builds"):
+        sweep_ab.table(["=== turn 1: main", sweep_line("rmsnorm", 1, 1, "planner", 1.0, "tile")])
+
+
+def test_sweep_ab_runs_the_builds_in_turns(tmp_path, capsys):
+    a = fake_sweep(tmp_path / "a", {("rmsnorm", 32768, 1): (2.6, "cluster")})
+    b = fake_sweep(tmp_path / "b", {("rmsnorm", 32768, 1): (2.4, "cluster")})
+    rc = sweep_ab.main(
+        [
+            "run",
+            f"main={a}",
+            f"new={b}",
+            "--ops",
+            "rmsnorm",
+            "--n",
+            "32768",
+            "--m",
+            "1",
+            "--turns",
+            "2",
+        ]
+    )
+    assert rc == 0
+    out = capsys.readouterr().out.splitlines()
+    headers = [line for line in out if line.startswith("===")]
+    assert headers == ["=== turn 1: main", "=== turn 1: new", "=== turn 2: main", "=== turn 2: new"]
+    assert not any("hand_made" in line for line in out)  # the planner's lines only
+    assert len(out) == 4 + 4 * 2
+    last = sweep_ab.table(out)
+    assert f"geomean main/new: {2.6 / 2.4:.3f} over 1 cases (cluster, rmsnorm, planner)" in last
+
+
+def test_sweep_ab_names_what_it_expected(tmp_path, capsys):
+    a = fake_sweep(tmp_path / "a", {("rmsnorm", 32768, 1): (2.6, "cluster")})
+    assert sweep_ab.main(["run", f"main={a}"]) == 2
+    assert "at least two builds" in capsys.readouterr().err
+    assert sweep_ab.main(["run", f"main={a}", f"main={a}"]) == 2
+    assert "'main' given twice" in capsys.readouterr().err
+    assert sweep_ab.main(["run", f"main={a}", a]) == 2
+    assert "expected NAME=BINARY" in capsys.readouterr().err
+    assert sweep_ab.main(["run", f"main={a}", f"new={a}", "--n", "32768,x"]) == 2
+    assert "--n: expected a comma list, got '32768,x'" in capsys.readouterr().err
+    assert sweep_ab.main(["run", f"main={a}", f"new={a}", "--m", ","]) == 2
+    assert "--m: the list is empty" in capsys.readouterr().err
+    # A case the binary fails on stops the run and names the build and the case.
+    rc = sweep_ab.main(
+        ["run", f"main={a}", f"new={a}", "--ops", "rmsnorm", "--n", "65536", "--m", "1"]
+    )
+    assert rc == 1
+    assert "main rmsnorm N=65536 M=1 failed" in capsys.readouterr().err
