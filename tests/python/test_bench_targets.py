@@ -328,21 +328,15 @@ def fake_sweep(path, times):
 
 
 def test_sweep_ab_table_compares_each_build_with_the_first():
-    log = [
-        "=== turn 1: main",
-        sweep_line("rmsnorm", 131072, 4096, "planner", 570.0, "cluster"),
-        sweep_line("rmsnorm", 4096, 1024, "planner", 6.0, "tile"),
-        "=== turn 1: new",
-        sweep_line("rmsnorm", 131072, 4096, "planner", 560.0, "cluster"),
-        sweep_line("rmsnorm", 4096, 1024, "planner", 6.0, "tile"),
-        "=== turn 2: main",
-        sweep_line("rmsnorm", 131072, 4096, "planner", 580.0, "cluster"),
-        sweep_line("rmsnorm", 4096, 1024, "planner", 6.0, "tile"),
-        "=== turn 2: new",
-        sweep_line("rmsnorm", 131072, 4096, "planner", 570.0, "cluster"),
-        sweep_line("rmsnorm", 4096, 1024, "planner", 6.6, "tile"),
-        "a line that is no case",
-    ]
+    # (turn, build, µs of the cluster case, µs of the tile case)
+    turns = [(1, "main", 570.0, 6.0), (1, "new", 560.0, 6.0), (2, "main", 580.0, 6.0)]
+    turns.append((2, "new", 570.0, 6.6))
+    log = []
+    for turn, name, cluster_us, tile_us in turns:
+        log.append(f"=== turn {turn}: {name}")
+        log.append(sweep_line("rmsnorm", 131072, 4096, "planner", cluster_us, "cluster"))
+        log.append(sweep_line("rmsnorm", 4096, 1024, "planner", tile_us, "tile"))
+    log.append("a line that is no case")
     lines = sweep_ab.table(log)
     cluster = next(line for line in lines if "131072" in line)
     assert "570.00  580.00" in cluster and "560.00  570.00" in cluster
