@@ -71,8 +71,9 @@ struct Candidate {
   bool weight = true;
 };
 
-// The planner's plan, the same without PDL, without weight (decode), the registers and tile
-// schedules widened to every row, and every streamed (stages, CTAs per SM) that fits.
+// The planner's plan, the same without PDL, without weight (decode), the cluster's slices in
+// pairs, the registers and tile schedules widened to every row, and every streamed (stages, CTAs
+// per SM) that fits.
 std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   std::vector<Candidate> out;
   LaunchOptions no_pdl;
@@ -80,6 +81,16 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   const NormPlan chosen = plan_on_device(p, d, 0);
   out.push_back({"planner", chosen});
   out.push_back({"planner_no_pdl", plan_on_device(p, d, 0, no_pdl)});
+  // Long rows: the cluster with two slices a CTA where the planner gives each its own (half the
+  // CTAs a cluster, 512 threads each: fewer CTAs to wait for at the exchange).
+  if (chosen.variant == KernelVariant::kCluster && chosen.block_threads < kClusterMaxThreads) {
+    NormPlan pairs = chosen;
+    pairs.block_threads = kClusterMaxThreads;
+    pairs.cluster_ctas = (chosen.slices + 1) / 2;
+    pairs.smem_bytes = static_cast<int>(tile_smem_bytes(p, pairs.block_threads));
+    pairs.grid = p.rows * pairs.cluster_ctas;
+    out.push_back({"cluster_pairs", pairs});
+  }
   if (p.rows <= 16) {
     NormProblem unweighted = p;
     unweighted.has_weight = false;

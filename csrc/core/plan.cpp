@@ -147,17 +147,19 @@ constexpr int kClusterCtaThreads = kMaxThreadsPerRow / kTileLanesPerThread;
 // A CUDA grid's x dimension: the cluster grid is M x slices CTAs (M itself is at most this).
 constexpr int64_t kMaxGridX = 0x7fffffff;
 
-// A cluster's CTAs for a row of `slices` slices (one or two slices each).
-int cluster_ctas_for(int slices) {
-  const int per_cta = cluster_slices_per_cta(slices);
-  return (slices + per_cta - 1) / per_cta;
-}
+// A cluster's CTAs for a row of `slices` slices, `per_cta` slices each (the last CTA may have
+// one fewer).
+int cluster_ctas_for(int slices, int per_cta) { return (slices + per_cta - 1) / per_cta; }
 
-bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, bool vector_io) {
+// Whether rows of `slices` slices can run as clusters of CTAs of `per_cta` slices (1 or 2).
+bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, int per_cta,
+                  bool vector_io) {
   if (!vector_io || d.cc_major < 9 || slices < 2 || slices > kMaxClusterSlices) return false;
-  const int block = kClusterCtaThreads * cluster_slices_per_cta(slices);
-  return p.rows <= kMaxGridX / cluster_ctas_for(slices) &&
-         tile_smem_bytes(p, block) + kClusterStaticSmemBytes <= d.max_smem_per_block;
+  if (per_cta < 1 || per_cta > kMaxSlicesPerClusterCta) return false;
+  const int ctas = cluster_ctas_for(slices, per_cta);
+  return ctas <= kMaxClusterCtas && p.rows <= kMaxGridX / ctas &&
+         tile_smem_bytes(p, kClusterCtaThreads * per_cta) + kClusterStaticSmemBytes <=
+             d.max_smem_per_block;
 }
 
 // Whether the tile schedule beats the registers one for a batch of `groups` tile row groups: for
@@ -274,14 +276,15 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
       plan.chunks_per_thread = static_cast<int>(next_pow2(needed));
     } else if (plan.slices > 1) {
       // Every batch size the same way: a long row's reduction is its slices' (see kSliceChunks).
-      if (cluster_fits(p, device, plan.slices, plan.vector_io) && smem_weight_pays(p)) {
+      const int per_cta = cluster_slices_per_cta(plan.slices);
+      if (cluster_fits(p, device, plan.slices, per_cta, plan.vector_io) && smem_weight_pays(p)) {
         plan.variant = KernelVariant::kCluster;
         plan.lanes_per_thread = kTileLanesPerThread;
         plan.rows_per_cta = 1;
-        plan.block_threads = kClusterCtaThreads * cluster_slices_per_cta(plan.slices);
+        plan.block_threads = kClusterCtaThreads * per_cta;
         plan.chunks_per_thread = kTileSlotsPerThread;
         plan.smem_bytes = static_cast<int>(tile_smem_bytes(p, plan.block_threads));
-        plan.cluster_ctas = cluster_ctas_for(plan.slices);
+        plan.cluster_ctas = cluster_ctas_for(plan.slices, per_cta);
         plan.grid = p.rows * plan.cluster_ctas;
       } else {
         plan.variant = KernelVariant::kTwoPass;
@@ -357,12 +360,17 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
   if (plan.slices > 1 && !cluster && plan.variant != KernelVariant::kTwoPass) {
     return "rows of several slices run the cluster or two_pass variant";
   }
-  if (plan.cluster_ctas != (cluster ? cluster_ctas_for(plan.slices) : 0)) {
-    return "cluster_ctas must be the CTAs for the slices (cluster_ctas_for) in the cluster "
-           "variant, else 0";
+  // A cluster CTA holds one slice or two (block_threads says which: 256 or 512 threads).
+  const int per_cta = cluster ? plan.block_threads / kClusterCtaThreads : 0;
+  if (cluster && (per_cta < 1 || per_cta > kMaxSlicesPerClusterCta)) {
+    return "a cluster CTA holds one or two slices: 256 or 512 threads";
+  }
+  if (plan.cluster_ctas != (cluster ? cluster_ctas_for(plan.slices, per_cta) : 0)) {
+    return "cluster_ctas must be the CTAs for the slices (cluster_ctas_for, one or two slices a "
+           "CTA) in the cluster variant, else 0";
   }
   // A CTA holds rows_per_cta rows, or a cluster CTA its slices, side by side.
-  const int groups = cluster ? cluster_slices_per_cta(plan.slices) : plan.rows_per_cta;
+  const int groups = cluster ? per_cta : plan.rows_per_cta;
   if (plan.block_threads != tpr / plan.lanes_per_thread * groups ||
       plan.block_threads > kMaxThreadsPerRow) {
     return "block_threads must be threads_per_row / lanes_per_thread * rows_per_cta (a cluster "
@@ -418,15 +426,12 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
       return "shared memory exceeds the device's";
     }
   } else if (cluster) {
-    if (!cluster_fits(p, device, plan.slices, plan.vector_io)) {
-      return "the cluster variant needs sm_90+, vector I/O, 2 to kMaxClusterSlices slices, one "
-             "grid for M x its CTAs, and its shared memory";
+    if (!cluster_fits(p, device, plan.slices, per_cta, plan.vector_io)) {
+      return "the cluster variant needs sm_90+, vector I/O, 2 to kMaxClusterSlices slices, at "
+             "most kMaxClusterCtas CTAs, one grid for M x its CTAs, and its shared memory";
     }
-    if (tpr != kMaxThreadsPerRow ||
-        plan.block_threads != kClusterCtaThreads * cluster_slices_per_cta(plan.slices) ||
-        plan.rows_per_cta != 1) {
-      return "a cluster CTA is one or two slices (cluster_slices_per_cta): 1024 lanes each on "
-             "256 threads";
+    if (tpr != kMaxThreadsPerRow || plan.rows_per_cta != 1) {
+      return "a cluster CTA's slices are 1024 lanes each on 256 threads, one row";
     }
     if (c != kTileSlotsPerThread) return "cluster chunks_per_thread must be kTileSlotsPerThread";
     if (plan.smem_bytes != tile_smem_bytes(p, plan.block_threads)) {

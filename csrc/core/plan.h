@@ -90,7 +90,9 @@ inline constexpr int kMaxClusterCtas = 16;
 inline constexpr int kPortableClusterCtas = 8;
 inline constexpr int kMaxSlicesPerClusterCta = 2;
 inline constexpr int kMaxClusterSlices = kMaxClusterCtas * kMaxSlicesPerClusterCta;
-// Slices per cluster CTA for a row of `slices` slices: one while the cluster has a CTA for each.
+// Slices per cluster CTA that make_plan() picks for a row of `slices` slices: one while the
+// cluster has a CTA for each. A plan may also pair them where one each would fit (half the CTAs,
+// twice the threads: plan_violation takes one or two, its CTAs at most kMaxClusterCtas).
 constexpr int cluster_slices_per_cta(int slices) { return slices <= kMaxClusterCtas ? 1 : 2; }
 // Static shared memory of the tile kernel: the sums of up to 32 lane warps, float64 at most, for
 // each of up to two reductions (LayerNorm's mean, then its squared deviations).

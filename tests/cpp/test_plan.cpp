@@ -476,6 +476,43 @@ TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
       EXPECT_EQ(plan_violation(plan, p, hopper()), "");
     }
   }
+  // A plan may pair the slices where the planner gives each a CTA (the sweep's cluster_pairs):
+  // half the CTAs (an odd count leaves the last one slice), 512 threads, twice the slots.
+  for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
+    for (const auto& [n, ctas] : {std::pair{int64_t{32768}, 1}, std::pair{int64_t{131072}, 4},
+                                  std::pair{int64_t{147456}, 5}, std::pair{int64_t{262144}, 8}}) {
+      const NormProblem p = problem(DType::kBFloat16, Weight::kSame, op, n, 4096, kLayouts[0]);
+      NormPlan plan = make_plan(p, hopper());
+      ASSERT_EQ(plan.variant, KernelVariant::kCluster);
+      ASSERT_EQ(plan.block_threads, 256);
+      plan.block_threads = 512;
+      plan.cluster_ctas = ctas;
+      plan.smem_bytes = static_cast<int>(tile_smem_bytes(p, 512));
+      plan.grid = 4096 * ctas;
+      SCOPED_TRACE(describe(plan, p, hopper()));
+      EXPECT_EQ(plan_violation(plan, p, hopper()), "");
+      NormPlan unpaired_ctas = plan;  // the CTAs of one slice each, on paired CTAs
+      unpaired_ctas.cluster_ctas = plan.slices;
+      unpaired_ctas.grid = 4096 * plan.slices;
+      EXPECT_NE(plan_violation(unpaired_ctas, p, hopper()).find("cluster_ctas"), std::string::npos);
+      NormPlan three = plan;  // three slices a CTA: the kernel holds two at most
+      three.block_threads = 768;
+      three.smem_bytes = static_cast<int>(tile_smem_bytes(p, 768));
+      EXPECT_NE(plan_violation(three, p, hopper()).find("one or two slices"), std::string::npos);
+    }
+  }
+  // One slice a CTA past 16 slices would take more CTAs than a cluster has.
+  {
+    const NormProblem p =
+        problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 524288, 4, kLayouts[0]);
+    NormPlan plan = make_plan(p, hopper());
+    ASSERT_EQ(plan.block_threads, 512);
+    plan.block_threads = 256;
+    plan.cluster_ctas = plan.slices;
+    plan.smem_bytes = static_cast<int>(tile_smem_bytes(p, 256));
+    plan.grid = 4 * plan.slices;
+    EXPECT_NE(plan_violation(plan, p, hopper()).find("kMaxClusterCtas"), std::string::npos);
+  }
   // A float32 weight on 16-bit rows keeps two_pass (smem_weight_pays); the cluster can run it,
   // the weight's 8 chunks per thread in two shared-memory slots each (64 KB more per CTA).
   for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
