@@ -3,9 +3,9 @@
 // idea. Every plan is checked with plan_violation() before it is launched, so a sweep never
 // launches a plan the kernels do not support.
 //
-//   oink_schedule_sweep            decode and large-batch cases, bf16 (some with a float32
-//                                  weight: op "rmsnorm/w32"; LayerNorm's forward at the
-//                                  training bench's shapes); one line per (case, plan)
+//   oink_schedule_sweep            decode, large-batch and long-row cases, bf16 (some with a
+//                                  float32 weight: op "rmsnorm/w32"; LayerNorm's forward at
+//                                  the training bench's shapes); one line per (case, plan)
 //   oink_schedule_sweep OP N M [w32]   one case (OP: rmsnorm, fused_add_rms_norm or layernorm,
 //                                  whose weight and bias are float32 as its binding passes
 //                                  them; w32: a float32 weight for the others), e.g. under ncu
@@ -209,8 +209,11 @@ int main(int argc, char** argv) {
         {7168, 256},   {4096, 512},   {7168, 512},   {4096, 1024},  {7168, 1024},   {8192, 1024},
         {4096, 65536}, {6144, 16384}, {7168, 65536}, {8192, 65536}, {16384, 16384}, {16384, 64},
         {16384, 128},  {16384, 256},  {16384, 512}};
+    // Long rows: the cluster, its slices one a CTA (the planner's) or in pairs (cluster_pairs).
+    const int64_t long_rows[][2] = {{32768, 4096}, {131072, 1}, {131072, 4096}, {262144, 4096}};
     for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
       for (const auto& s : shapes) cases.push_back({op, s[0], s[1]});
+      for (const auto& s : long_rows) cases.push_back({op, s[0], s[1]});
     }
     // rmsnorm with a float32 weight, where the streamed kernel trails Quack (0.88-0.92x): the
     // tile with that weight in shared memory against it.
