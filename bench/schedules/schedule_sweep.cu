@@ -72,8 +72,8 @@ struct Candidate {
 };
 
 // The planner's plan, the same without PDL, without weight (decode), the cluster's slices in
-// pairs, the registers and tile schedules widened to every row, and every streamed (stages, CTAs
-// per SM) that fits.
+// pairs or alone, the registers and tile schedules widened to every row, and every streamed
+// (stages, CTAs per SM) that fits.
 std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   std::vector<Candidate> out;
   LaunchOptions no_pdl;
@@ -82,14 +82,18 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   out.push_back({"planner", chosen});
   out.push_back({"planner_no_pdl", plan_on_device(p, d, 0, no_pdl)});
   // Long rows: the cluster with two slices a CTA where the planner gives each its own (half the
-  // CTAs a cluster, 512 threads each: fewer CTAs to wait for at the exchange).
-  if (chosen.variant == KernelVariant::kCluster && chosen.block_threads < kClusterMaxThreads) {
-    NormPlan pairs = chosen;
-    pairs.block_threads = kClusterMaxThreads;
-    pairs.cluster_ctas = (chosen.slices + 1) / 2;
-    pairs.smem_bytes = static_cast<int>(tile_smem_bytes(p, pairs.block_threads));
-    pairs.grid = p.rows * pairs.cluster_ctas;
-    out.push_back({"cluster_pairs", pairs});
+  // CTAs a cluster, 512 threads each), or one a CTA where the planner pairs them (the fused op's
+  // large batches) and one each fits in a cluster.
+  if (chosen.variant == KernelVariant::kCluster) {
+    const bool paired = chosen.block_threads == kClusterMaxThreads;
+    if (!paired || chosen.slices <= kMaxClusterCtas) {
+      NormPlan other = chosen;
+      other.block_threads = paired ? kClusterMaxThreads / 2 : kClusterMaxThreads;
+      other.cluster_ctas = paired ? chosen.slices : (chosen.slices + 1) / 2;
+      other.smem_bytes = static_cast<int>(tile_smem_bytes(p, other.block_threads));
+      other.grid = p.rows * other.cluster_ctas;
+      out.push_back({paired ? "cluster_singles" : "cluster_pairs", other});
+    }
   }
   if (p.rows <= 16) {
     NormProblem unweighted = p;
@@ -209,7 +213,8 @@ int main(int argc, char** argv) {
         {7168, 256},   {4096, 512},   {7168, 512},   {4096, 1024},  {7168, 1024},   {8192, 1024},
         {4096, 65536}, {6144, 16384}, {7168, 65536}, {8192, 65536}, {16384, 16384}, {16384, 64},
         {16384, 128},  {16384, 256},  {16384, 512}};
-    // Long rows: the cluster, its slices one a CTA (the planner's) or in pairs (cluster_pairs).
+    // Long rows: the cluster, its slices one a CTA or in pairs (the planner's plan beside the
+    // other: cluster_pairs or cluster_singles).
     const int64_t long_rows[][2] = {{32768, 4096}, {131072, 1}, {131072, 4096}, {262144, 4096}};
     for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
       for (const auto& s : shapes) cases.push_back({op, s[0], s[1]});

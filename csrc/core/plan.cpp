@@ -162,6 +162,24 @@ bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, int per
              d.max_smem_per_block;
 }
 
+// Slices per cluster CTA for rows of `slices` slices. Two past kMaxClusterCtas (a CTA each would
+// not fit in a cluster). For the fused op, two also once the batch holds
+// kFusedPairsMinSlicesPerSm slices per SM: half the CTAs, each 512 threads with both streams of
+// two slices in shared memory (128 KB, one CTA an SM where one-slice CTAs fit three), were 1.00 to
+// 1.05x as fast as one slice a CTA at every long-row shape from there (H200, bench/schedules,
+// `cluster_pairs`: N=262144, M=4096 2237 against 2354 us; N=131072, M=1024 279.5 against 286.2;
+// N=32768, M=1024 level). Below, pairs lose where the batch does not fill the SMs (M=1: 0.66-0.77x,
+// fewer SMs read each row) and go either way in between (0.84-1.20x, as the clusters' waves fall).
+// rmsnorm's pairs were level or slower (0.97-1.02x at M >= 256), so its CTAs keep one slice.
+int cluster_slices_per_cta(const NormProblem& p, const DeviceInfo& d, int slices) {
+  if (slices > kMaxClusterCtas) return 2;
+  const bool many = p.rows * slices >= int64_t{kFusedPairsMinSlicesPerSm} * d.sm_count;
+  return p.op == NormOp::kFusedAddRmsNorm && many && d.sm_count > 0 &&
+                 cluster_fits(p, d, slices, 2, true)
+             ? 2
+             : 1;
+}
+
 // Whether the tile schedule beats the registers one for a batch of `groups` tile row groups: for
 // rmsnorm from kTileMinGroupsPerSm groups per SM, and for rows of 1024 lanes from more rows than
 // SMs: the registers kernel's CTAs are then 1024 threads, two per SM at most, against the tile's
@@ -276,7 +294,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
       plan.chunks_per_thread = static_cast<int>(next_pow2(needed));
     } else if (plan.slices > 1) {
       // Every batch size the same way: a long row's reduction is its slices' (see kSliceChunks).
-      const int per_cta = cluster_slices_per_cta(plan.slices);
+      const int per_cta = cluster_slices_per_cta(p, device, plan.slices);
       if (cluster_fits(p, device, plan.slices, per_cta, plan.vector_io) && smem_weight_pays(p)) {
         plan.variant = KernelVariant::kCluster;
         plan.lanes_per_thread = kTileLanesPerThread;

@@ -90,10 +90,10 @@ inline constexpr int kMaxClusterCtas = 16;
 inline constexpr int kPortableClusterCtas = 8;
 inline constexpr int kMaxSlicesPerClusterCta = 2;
 inline constexpr int kMaxClusterSlices = kMaxClusterCtas * kMaxSlicesPerClusterCta;
-// Slices per cluster CTA that make_plan() picks for a row of `slices` slices: one while the
-// cluster has a CTA for each. A plan may also pair them where one each would fit (half the CTAs,
-// twice the threads: plan_violation takes one or two, its CTAs at most kMaxClusterCtas).
-constexpr int cluster_slices_per_cta(int slices) { return slices <= kMaxClusterCtas ? 1 : 2; }
+// Slices per cluster CTA: make_plan() pairs them past kMaxClusterCtas slices, and for the fused
+// op from kFusedPairsMinSlicesPerSm slices a batch per SM (core/plan.cpp, cluster_slices_per_cta);
+// plan_violation takes one or two a CTA, its CTAs at most kMaxClusterCtas.
+inline constexpr int kFusedPairsMinSlicesPerSm = 16;
 // Static shared memory of the tile kernel: the sums of up to 32 lane warps, float64 at most, for
 // each of up to two reductions (LayerNorm's mean, then its squared deviations).
 inline constexpr int kTileMaxReductions = 2;

@@ -37,11 +37,12 @@ inline constexpr int kClusterMinCtasPerSm =
         ? kTileMinCtasPerSm<T, Op>* kTileMaxThreads / kClusterMaxThreads
         : 1;
 
-// A CTA holds blockDim.x / kTileMaxThreads slices (cluster_slices_per_cta: two for rows of more
-// than kMaxClusterCtas slices), its thread groups side by side: group g of CTA `rank` is slice
-// rank * per_cta + g (a last CTA's second group may have no slice: it loads and stores nothing,
-// sends nothing). Each group's lane warps fill their own 32 entries of warp_sums, so the groups
-// reduce apart within one barrier, as the tile's row groups do.
+// A CTA holds blockDim.x / kTileMaxThreads slices (core/plan.cpp, cluster_slices_per_cta: two
+// for rows of more than kMaxClusterCtas slices, and for the fused op's large batches; a cluster
+// of one CTA when that is the whole row), its thread groups side by side: group g of CTA `rank` is
+// slice rank * per_cta + g (a last CTA's second group may have no slice: it loads and stores
+// nothing, sends nothing). Each group's lane warps fill their own 32 entries of warp_sums, so the
+// groups reduce apart within one barrier, as the tile's row groups do.
 template <typename T, typename W, typename Op>
 __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, Op>))
     norm_cluster_kernel(const KernelParams p) {

@@ -165,10 +165,19 @@ TEST(MakePlan, GridCoversEveryRowAndRowsPerCtaIgnoresM) {
       // Persistent CTAs loop over row groups: at least one, never more CTAs than groups.
       if (c.plan.grid < 1 || c.plan.grid > groups) return "streamed grid outside [1, groups]";
     } else if (c.plan.variant == KernelVariant::kCluster) {
-      // One cluster per row, one CTA per slice (two past 16 slices).
-      const int per_cta = c.plan.slices > 16 ? 2 : 1;
+      // One cluster per row, one CTA per slice; two past 16 slices, and only there or in the
+      // fused op's batches of 16 slices per SM or more.
+      const int per_cta = c.plan.block_threads / 256;
+      if (c.plan.block_threads % 256 != 0 || per_cta < 1 || per_cta > 2) {
+        return "cluster block_threads";
+      }
+      const bool paired_batch = c.problem.op == NormOp::kFusedAddRmsNorm &&
+                                m * c.plan.slices >= 16 * int64_t{c.device.sm_count};
+      if (per_cta != (c.plan.slices > 16 ? 2 : per_cta) ||
+          (per_cta == 2 && c.plan.slices <= 16 && !paired_batch)) {
+        return "cluster slices per CTA";
+      }
       if (c.plan.cluster_ctas != (c.plan.slices + per_cta - 1) / per_cta) return "cluster CTAs";
-      if (c.plan.block_threads != 256 * per_cta) return "cluster block_threads";
       if (c.plan.grid != m * c.plan.cluster_ctas) return "cluster grid is not one cluster per row";
     } else if (c.plan.grid != groups) {
       return "grid is not one CTA per row group";
@@ -441,6 +450,7 @@ TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
   EXPECT_EQ(slices_for(262144, DType::kFloat16), 16);
   EXPECT_EQ(slices_for(8192, DType::kFloat32), 1);
   EXPECT_EQ(slices_for(131072, DType::kFloat32), 16);
+  // One slice a CTA; the fused op pairs them from 16 slices a batch per SM (132 SMs: 2112).
   for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
     for (int64_t n : {32768, 65536, 131072, 262144}) {
       for (int64_t m : {int64_t{1}, int64_t{16}, int64_t{4096}}) {
@@ -449,14 +459,54 @@ TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
         SCOPED_TRACE(describe(plan, p, hopper()));
         ASSERT_EQ(plan.variant, KernelVariant::kCluster);
         EXPECT_EQ(plan.slices, n / 16384);
-        EXPECT_EQ(plan.cluster_ctas, plan.slices);
+        const bool pairs = op == NormOp::kFusedAddRmsNorm && m == 4096;
+        EXPECT_EQ(plan.cluster_ctas, pairs ? plan.slices / 2 : plan.slices);
         EXPECT_EQ(plan.threads_per_row, 1024);
         EXPECT_EQ(plan.lanes_per_thread, 4);
-        EXPECT_EQ(plan.block_threads, 256);
-        EXPECT_EQ(plan.grid, m * plan.slices);
+        EXPECT_EQ(plan.block_threads, pairs ? 512 : 256);
+        EXPECT_EQ(plan.grid, m * plan.cluster_ctas);
+        EXPECT_EQ(plan_violation(plan, p, hopper()), "");
         EXPECT_NE(describe(plan, p, hopper()).find("cluster_ctas="), std::string::npos);
       }
     }
+  }
+  // The fused op's threshold, by the batch's slices per SM: N=131072 (8 slices) pairs from
+  // M=264, N=32768 (2 slices, a cluster of one CTA) from M=1056; on a GPU of 66 SMs, from half.
+  // An odd slice count leaves the last paired CTA one slice (N=147456: 9 slices, 5 CTAs).
+  for (const auto& [n, m, sms, ctas] : {std::tuple{int64_t{131072}, int64_t{263}, 132, 8},
+                                        std::tuple{int64_t{131072}, int64_t{264}, 132, 4},
+                                        std::tuple{int64_t{32768}, int64_t{1055}, 132, 2},
+                                        std::tuple{int64_t{32768}, int64_t{1056}, 132, 1},
+                                        std::tuple{int64_t{131072}, int64_t{132}, 66, 4},
+                                        std::tuple{int64_t{147456}, int64_t{4096}, 132, 5}}) {
+    DeviceInfo d = hopper();
+    d.sm_count = sms;
+    const NormProblem p =
+        problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, n, m, kLayouts[0]);
+    const NormPlan plan = make_plan(p, d);
+    SCOPED_TRACE(describe(plan, p, d));
+    ASSERT_EQ(plan.variant, KernelVariant::kCluster);
+    EXPECT_EQ(plan.cluster_ctas, ctas);
+    EXPECT_EQ(plan.block_threads, ctas < plan.slices ? 512 : 256);
+    EXPECT_EQ(plan.smem_bytes, plan.block_threads * 8 * 16 * 2);
+    EXPECT_EQ(plan_violation(plan, p, d), "");
+    // rmsnorm keeps one slice a CTA at the same shapes.
+    const NormProblem q =
+        problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, n, m, kLayouts[0]);
+    EXPECT_EQ(make_plan(q, d).cluster_ctas, slices_for(n, DType::kBFloat16));
+  }
+  // Where two slices' shared memory does not fit a CTA, the fused op keeps one slice a CTA.
+  {
+    DeviceInfo small = hopper();
+    small.max_smem_per_block = 101376;  // 99 KB: one fused slice (64 KB) fits, two do not
+    small.max_smem_per_sm = 102400;
+    const NormProblem p = problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, 131072,
+                                  4096, kLayouts[0]);
+    const NormPlan plan = make_plan(p, small);
+    SCOPED_TRACE(describe(plan, p, small));
+    ASSERT_EQ(plan.variant, KernelVariant::kCluster);
+    EXPECT_EQ(plan.cluster_ctas, 8);
+    EXPECT_EQ(plan.block_threads, 256);
   }
   // Past 16 slices a CTA holds two (512 threads, two tiles side by side), up to 32 slices:
   // 16-bit N <= 524288, float32 N <= 262144; an odd count leaves the last CTA one slice.
@@ -481,19 +531,19 @@ TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
   for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
     for (const auto& [n, ctas] : {std::pair{int64_t{32768}, 1}, std::pair{int64_t{131072}, 4},
                                   std::pair{int64_t{147456}, 5}, std::pair{int64_t{262144}, 8}}) {
-      const NormProblem p = problem(DType::kBFloat16, Weight::kSame, op, n, 4096, kLayouts[0]);
+      const NormProblem p = problem(DType::kBFloat16, Weight::kSame, op, n, 16, kLayouts[0]);
       NormPlan plan = make_plan(p, hopper());
       ASSERT_EQ(plan.variant, KernelVariant::kCluster);
       ASSERT_EQ(plan.block_threads, 256);
       plan.block_threads = 512;
       plan.cluster_ctas = ctas;
       plan.smem_bytes = static_cast<int>(tile_smem_bytes(p, 512));
-      plan.grid = 4096 * ctas;
+      plan.grid = 16 * ctas;
       SCOPED_TRACE(describe(plan, p, hopper()));
       EXPECT_EQ(plan_violation(plan, p, hopper()), "");
       NormPlan unpaired_ctas = plan;  // the CTAs of one slice each, on paired CTAs
       unpaired_ctas.cluster_ctas = plan.slices;
-      unpaired_ctas.grid = 4096 * plan.slices;
+      unpaired_ctas.grid = 16 * plan.slices;
       EXPECT_NE(plan_violation(unpaired_ctas, p, hopper()).find("cluster_ctas"), std::string::npos);
       NormPlan three = plan;  // three slices a CTA: the kernel holds two at most
       three.block_threads = 768;

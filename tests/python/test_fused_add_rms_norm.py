@@ -104,15 +104,20 @@ def test_long_rows_with_a_float32_weight_keep_two_pass(dtype, n, gen):
 
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-@pytest.mark.parametrize("n", [64, 4096, 6144, 7168, 16384, 65536])
+@pytest.mark.parametrize("n", [64, 4096, 6144, 7168, 16384, 32768, 65536, 262144])
 @pytest.mark.parametrize("pdl", [True, False])
 def test_large_batches_give_the_single_row_bits(dtype, n, pdl, gen):
     """A large aligned batch and single rows agree bitwise on both outputs, with and without PDL.
     The fused op keeps rows in registers at every batch size (its registers schedule holds x, the
     residual and the weight) except where its CTAs are weak, 1024 lanes or half the lanes with one
     chunk, which take the tile schedule (4 lanes per thread) in large batches: one CTA per row
-    group either way."""
+    group either way. Long rows: a cluster per row, one slice a CTA alone and two a CTA in a batch
+    of 16 slices per SM or more (half the CTAs; at N=32768 16-bit, a cluster of one CTA)."""
     m = schedule_test_rows(n, dtype)
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    slices = -(-n // (8192 if dtype == torch.float32 else 16384))
+    if slices > 1:
+        m = max(m, -(-16 * sms // slices))  # enough rows for the paired CTAs
     w = torch.randn(n, generator=gen).to(dtype).to("cuda")
     x = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
     residual = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
@@ -126,7 +131,9 @@ def test_large_batches_give_the_single_row_bits(dtype, n, pdl, gen):
         lanes = batch_plan.threads_per_row
         weak = 128 < chunks <= 2048 and (lanes == 1024 or 2 * chunks <= 3 * lanes)
         if chunks > 2048:  # several slices: a cluster per row at every batch size (Hopper)
-            assert batch_plan.variant == "cluster" and batch_plan.cluster_ctas == -(-chunks // 2048)
+            assert batch_plan.variant == "cluster" and batch_plan.cluster_ctas == -(-slices // 2)
+            alone_ctas = slices if slices <= 16 else -(-slices // 2)  # a CTA holds 2 past 16
+            assert oink.explain(x[:1], w, op="fused_add_rms_norm").cluster_ctas == alone_ctas
         else:
             assert batch_plan.variant == ("tile" if weak else "row_in_registers")
         assert batch_plan.grid * batch_plan.rows_per_cta >= m
