@@ -143,7 +143,7 @@ class Plan:
     pdl: bool
     lanes_per_thread: int = 1  # tile, cluster: lanes one thread plays (a row runs on fewer threads)
     slices: int = 1  # slices of the row's reduction (16384 16-bit elements each), by N and dtype
-    cluster_ctas: int = 0  # cluster: CTAs per thread block cluster (one per slice)
+    cluster_ctas: int = 0  # cluster: CTAs per thread block cluster (one or two slices each)
     slice_chunks: int = 0  # chunks of one slice (a cluster CTA's share of a row); 0 on the CPU
     stages: int = 0  # streamed: row groups in flight per CTA
     persistent: bool = False  # streamed: CTAs loop over row groups (every other schedule: one pass)
