@@ -173,11 +173,9 @@ bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, int per
 // rmsnorm's pairs were level or slower (0.97-1.02x at M >= 256), so its CTAs keep one slice.
 int cluster_slices_per_cta(const NormProblem& p, const DeviceInfo& d, int slices) {
   if (slices > kMaxClusterCtas) return 2;
+  if (p.op != NormOp::kFusedAddRmsNorm || d.sm_count <= 0) return 1;
   const bool many = p.rows * slices >= int64_t{kFusedPairsMinSlicesPerSm} * d.sm_count;
-  return p.op == NormOp::kFusedAddRmsNorm && many && d.sm_count > 0 &&
-                 cluster_fits(p, d, slices, 2, true)
-             ? 2
-             : 1;
+  return many && cluster_fits(p, d, slices, 2, true) ? 2 : 1;
 }
 
 // Whether the tile schedule beats the registers one for a batch of `groups` tile row groups: for

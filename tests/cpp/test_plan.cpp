@@ -173,7 +173,7 @@ TEST(MakePlan, GridCoversEveryRowAndRowsPerCtaIgnoresM) {
       }
       const bool paired_batch = c.problem.op == NormOp::kFusedAddRmsNorm &&
                                 m * c.plan.slices >= 16 * int64_t{c.device.sm_count};
-      if (per_cta != (c.plan.slices > 16 ? 2 : per_cta) ||
+      if ((c.plan.slices > 16 && per_cta != 2) ||
           (per_cta == 2 && c.plan.slices <= 16 && !paired_batch)) {
         return "cluster slices per CTA";
       }
