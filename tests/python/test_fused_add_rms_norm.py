@@ -127,18 +127,18 @@ def test_large_batches_give_the_single_row_bits(dtype, n, pdl, gen):
     previous = oink.set_pdl(pdl)
     try:
         batch_plan = oink.explain(x, w, op="fused_add_rms_norm")
+        alone_plan = oink.explain(x[:1], w, op="fused_add_rms_norm")
         chunks = -(-n // (16 // dtype.itemsize))
         lanes = batch_plan.threads_per_row
         weak = 128 < chunks <= 2048 and (lanes == 1024 or 2 * chunks <= 3 * lanes)
         if chunks > 2048:  # several slices: a cluster per row at every batch size (Hopper)
             assert batch_plan.variant == "cluster" and batch_plan.cluster_ctas == -(-slices // 2)
             alone_ctas = slices if slices <= 16 else -(-slices // 2)  # a CTA holds 2 past 16
-            assert oink.explain(x[:1], w, op="fused_add_rms_norm").cluster_ctas == alone_ctas
+            assert alone_plan.cluster_ctas == alone_ctas
         else:
             assert batch_plan.variant == ("tile" if weak else "row_in_registers")
         assert batch_plan.grid * batch_plan.rows_per_cta >= m
-        alone = oink.explain(x[:1], w, op="fused_add_rms_norm").variant
-        assert alone == ("cluster" if chunks > 2048 else "row_in_registers")
+        assert alone_plan.variant == ("cluster" if chunks > 2048 else "row_in_registers")
         oink.fused_add_rms_norm(x, residual, w, EPS)
         for x1, r1 in singles:
             oink.fused_add_rms_norm(x1, r1, w, EPS)
