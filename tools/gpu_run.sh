@@ -21,6 +21,8 @@
 #                                    fp32 weight, padded rows), with the peers kit of .peers
 #                                    when it is there
 #   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
+#   PYTEST_WORKERS=4 tools/gpu_run.sh test       # pytest-xdist workers per GPU (default: one
+#                                    process; eight ran a 141 GB card out of memory)
 #   TEST_FILES="tests/python/test_layernorm.py" tools/gpu_run.sh test   # some files (default:
 #                                    tests/python; one GPU)
 #   TEST_SHARD=1/2 tools/gpu_run.sh build sanitize test   # one share of the tests (pytest
@@ -31,6 +33,9 @@
 #   SANITIZE_OPS=training tools/gpu_run.sh sanitize   # sanitize_cases.py --ops (default all:
 #                                    inference, training, backward; memcheck over training took
 #                                    24 s on an H200)
+#   SANITIZE_TOOLS="memcheck synccheck" tools/gpu_run.sh sanitize   # some of the three tools
+#                                    (default all; racecheck is the slow one, and only shared
+#                                    memory changes need it)
 #
 # Time on one H200 (2026-12-01): build 52 s (six targets; an sm_90a-only pip install 39 s),
 # sanitize 442 s with every dtype (memcheck 52, racecheck 362, synccheck 28; racecheck and
@@ -107,7 +112,7 @@ sanitize_with() { # TOOL
 # time kernels (schedules, profile, bench, training) start only after all of them are done.
 sanitizer_pids=()
 if has_stage sanitize; then
-  for tool in memcheck racecheck synccheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     sanitize_with "$tool" &
     sanitizer_pids+=($!)
   done
@@ -124,6 +129,7 @@ if has_stage test; then
     local log=$1 && shift
     # --durations: the slowest tests, in the log (the suite took 440 s on one H200 on 2026-12-01).
     python3 -m pytest -q -p no:cacheprovider --durations=25 ${PYTEST_K:+-k "$PYTEST_K"} \
+      ${PYTEST_WORKERS:+-n "$PYTEST_WORKERS"} \
       ${TEST_SHARD:+--shard "$TEST_SHARD"} "$@" \
       >"$log" 2>&1
   }
@@ -156,7 +162,7 @@ fi
 
 if ((${#sanitizer_pids[@]})); then
   wait "${sanitizer_pids[@]}"
-  cat /tmp/sanitizer-{memcheck,racecheck,synccheck}.log >"$OUT/sanitizer.log"
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do cat "/tmp/sanitizer-$tool.log"; done >"$OUT/sanitizer.log"
 fi
 
 configure_kernel_build() {

@@ -16,6 +16,8 @@
 // sum(g * xhat)), one barrier instead of two.
 #pragma once
 
+#include <type_traits>
+
 #include "device/vec.cuh"
 
 namespace oink::device {
@@ -95,14 +97,33 @@ __device__ __forceinline__ typename Op::Value reduce_in_warp_order(const typenam
 // same bits. The warp index is found with a mask, not a division: this runs once per row on every
 // thread, and the generic version cost ~60 instructions a row (SASS, 2026-11-30).
 // Precondition: every thread of the block calls it (it may contain a __syncthreads).
-template <typename Op>
+//
+// `then`: work to start once every thread's value is in (after the barrier; for rows of a warp or
+// less, after the shuffles and a __syncwarp), before the last level of the tree. The barrier is
+// what keeps it there: ptxas moves loads above any instruction they do not depend on, and issued
+// the registers kernel's weight loads ahead of x's, which then waited behind them (Nsight
+// Compute: bench/results/nvidia-h200/decode/decode_gap_vs_liger.txt).
+struct NoWork {
+  __device__ void operator()() const {}
+};
+template <typename Op, typename Then = NoWork>
 __device__ __forceinline__ typename Op::Value row_reduce(typename Op::Value v, int threads_per_row,
-                                                         typename Op::Value* warp_values) {
-  if (threads_per_row <= 32) return group_reduce<Op>(v, threads_per_row);
+                                                         typename Op::Value* warp_values,
+                                                         Then then = {}) {
+  constexpr bool kThen = !std::is_same_v<Then, NoWork>;
+  if (threads_per_row <= 32) {
+    v = group_reduce<Op>(v, threads_per_row);
+    if constexpr (kThen) {
+      __syncwarp();
+      then();
+    }
+    return v;
+  }
   v = group_reduce<Op>(v, 32);
   const int warp = threadIdx.x / 32;
   if (threadIdx.x % 32 == 0) warp_values[warp] = v;
   __syncthreads();
+  then();
   const int warps_per_row = threads_per_row / 32;  // a power of two, 2 to 32
   return reduce_in_warp_order<Op>(warp_values + (warp & ~(warps_per_row - 1)), warps_per_row);
 }

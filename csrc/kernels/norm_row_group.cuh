@@ -48,14 +48,16 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
 
   if constexpr (kChunks > 0) {
     static_assert(kChunks <= kMaxChunksPerThread, "rows of one slice: at most 2 chunks per lane");
-    // Every load is issued before any value is used: a use between two guarded loads makes the
-    // compiler wait for the first before issuing the second (SASS, 2026-11-30: x chunk 0, x chunk
-    // 1 and the weight were three dependent memory round trips at M=1). The weight goes into
-    // registers with x (held as raw words, below; both ops fit in 48-62 registers). The fused
-    // op's residual joins x with vector I/O; element-wise, holding both streams spilled, so each
+    // Every load of x is issued before any value is used: a use between two guarded loads makes
+    // the compiler wait for the first before issuing the second (SASS, 2026-11-30: x chunk 0, x
+    // chunk 1 and the weight were three dependent memory round trips at M=1). The fused op's
+    // residual joins x with vector I/O; element-wise, holding both streams spilled, so each
     // chunk's residual is loaded next to its use. Holding both streams doubles the bytes each
     // thread keeps in flight, which is why the fused op needs no streamed schedule (op_streams()
-    // in core/plan.cpp).
+    // in core/plan.cpp). The weight is loaded (as raw words, below) once the row's sums are in,
+    // behind row_reduce's barrier: issued with x, ptxas put its loads first and x's waited
+    // behind them (Nsight Compute at N=8192, M=64: 45 samples on the first use of x against
+    // Liger's 22); after the barrier it arrives while the sums are added and 1/rms is found.
     constexpr bool kResidualFirst = kAddsResidual && kVector;
     // 16-bit chunks wait as raw words until every load is out (device::Raw); other chunks are
     // loaded straight into v (a second array for them spilled, ptxas).
@@ -87,15 +89,17 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
       }
     }
     const bool has_weight = r.weight != nullptr;
+    auto load_weight = [&] {  // row_reduce runs it after its barrier
 #pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      const int64_t col = (lane + int64_t{i} * tpr) * kElems;
-      if constexpr (kRawW) {
-        raw_w[i] = device::load_raw_if<WVec>(mine[i] && has_weight, r.weight + col);
-      } else if (mine[i] && has_weight) {
-        w[i] = r.load_given_weight(col);
+      for (int i = 0; i < kChunks; ++i) {
+        const int64_t col = (lane + int64_t{i} * tpr) * kElems;
+        if constexpr (kRawW) {
+          raw_w[i] = device::load_raw_if<WVec>(mine[i] && has_weight, r.weight + col);
+        } else if (mine[i] && has_weight) {
+          w[i] = r.load_given_weight(col);
+        }
       }
-    }
+    };
     Acc acc = 0;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
@@ -118,8 +122,8 @@ __global__ void __launch_bounds__(1024) norm_kernel(const KernelParams p) {
         acc = Row::first_terms(v[i], acc);
       }
     }
-    typename Row::Stats stats =
-        Row::finish_first(device::row_reduce<typename Row::Statistic>(acc, tpr, warp_sums), p);
+    typename Row::Stats stats = Row::finish_first(
+        device::row_reduce<typename Row::Statistic>(acc, tpr, warp_sums, load_weight), p);
     if constexpr (Row::kReductions == 2) {
       Acc second = 0;
 #pragma unroll
