@@ -162,6 +162,30 @@ bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, int per
              d.max_smem_per_block;
 }
 
+// Whether the fused op's paired cluster CTAs (512 threads, both streams of two slices in shared
+// memory: 128 KB, one an SM on Hopper) fill the last wave of the grid they make: a whole number
+// of waves, or a last one at least kFusedPairsMinLastWavePercent full. Where they do, every SM
+// holds the same share of the batch, in clusters of at most two CTAs, and the pairs beat one
+// slice a CTA by 1.05-1.19x (H200, bf16, bench/schedules `cluster_pairs`: N=32768, M=128 10.71
+// against 12.77 us; M=256 20.54 against 22.70; N=65536, M=64 10.90 against 12.79). A last wave
+// less full leaves SMs idle at the end and lost 1.03-1.23x (N=32768, M=136: 15.15 against 13.33;
+// M=96: 10.16 against 8.71). Clusters of four paired CTAs lost even at a full wave (N=131072,
+// M=32: 14.97 against 12.62), hence kFusedPairsWaveMaxClusterCtas.
+bool pairs_fill_last_wave(const NormProblem& p, const DeviceInfo& d, int slices) {
+  const int ctas = cluster_ctas_for(slices, 2);
+  if (ctas > kFusedPairsWaveMaxClusterCtas || d.max_smem_per_sm <= 0) return false;
+  const int threads = kClusterCtaThreads * 2;
+  const int64_t smem =
+      tile_smem_bytes(p, threads) + kClusterStaticSmemBytes + d.reserved_smem_per_block;
+  const int64_t per_sm =
+      std::min({d.max_smem_per_sm / smem, int64_t{d.max_threads_per_sm / threads},
+                int64_t{d.max_blocks_per_sm}});
+  if (per_sm < 1) return false;
+  const int64_t wave = per_sm * d.sm_count;
+  const int64_t last = (p.rows * ctas) % wave;
+  return last == 0 || 100 * last >= kFusedPairsMinLastWavePercent * wave;
+}
+
 // Slices per cluster CTA for rows of `slices` slices. Two past kMaxClusterCtas (a CTA each would
 // not fit in a cluster). For the fused op, two also once the batch holds
 // kFusedPairsMinSlicesPerSm slices per SM: half the CTAs, each 512 threads with both streams of
@@ -169,13 +193,15 @@ bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, int per
 // 1.05x as fast as one slice a CTA at every long-row shape from there (H200, bench/schedules,
 // `cluster_pairs`: N=262144, M=4096 2237 against 2354 us; N=131072, M=1024 279.5 against 286.2;
 // N=32768, M=1024 level). Below, pairs lose where the batch does not fill the SMs (M=1: 0.66-0.77x,
-// fewer SMs read each row) and go either way in between (0.84-1.20x, as the clusters' waves fall).
+// fewer SMs read each row) and go either way in between (0.84-1.20x, as the clusters' waves
+// fall): there the fused op pairs where the pairs fill their last wave (pairs_fill_last_wave).
 // rmsnorm's pairs were level or slower (0.97-1.02x at M >= 256), so its CTAs keep one slice.
 int cluster_slices_per_cta(const NormProblem& p, const DeviceInfo& d, int slices) {
   if (slices > kMaxClusterCtas) return 2;
   if (p.op != NormOp::kFusedAddRmsNorm || d.sm_count <= 0) return 1;
+  if (!cluster_fits(p, d, slices, 2, true)) return 1;
   const bool many = p.rows * slices >= int64_t{kFusedPairsMinSlicesPerSm} * d.sm_count;
-  return many && cluster_fits(p, d, slices, 2, true) ? 2 : 1;
+  return many || pairs_fill_last_wave(p, d, slices) ? 2 : 1;
 }
 
 // Whether the tile schedule beats the registers one for a batch of `groups` tile row groups: for

@@ -91,9 +91,13 @@ inline constexpr int kPortableClusterCtas = 8;
 inline constexpr int kMaxSlicesPerClusterCta = 2;
 inline constexpr int kMaxClusterSlices = kMaxClusterCtas * kMaxSlicesPerClusterCta;
 // Slices per cluster CTA: make_plan() pairs them past kMaxClusterCtas slices, and for the fused
-// op from kFusedPairsMinSlicesPerSm slices a batch per SM (core/plan.cpp, cluster_slices_per_cta);
-// plan_violation takes one or two a CTA, its CTAs at most kMaxClusterCtas.
+// op from kFusedPairsMinSlicesPerSm slices a batch per SM, or, in clusters of at most
+// kFusedPairsWaveMaxClusterCtas paired CTAs, where the paired grid's last wave is at least
+// kFusedPairsMinLastWavePercent full (core/plan.cpp, cluster_slices_per_cta); plan_violation
+// takes one or two a CTA, its CTAs at most kMaxClusterCtas.
 inline constexpr int kFusedPairsMinSlicesPerSm = 16;
+inline constexpr int kFusedPairsWaveMaxClusterCtas = 2;
+inline constexpr int kFusedPairsMinLastWavePercent = 80;
 // Static shared memory of the tile kernel: the sums of up to 32 lane warps, float64 at most, for
 // each of up to two reductions (LayerNorm's mean, then its squared deviations).
 inline constexpr int kTileMaxReductions = 2;

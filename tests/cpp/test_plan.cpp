@@ -166,13 +166,15 @@ TEST(MakePlan, GridCoversEveryRowAndRowsPerCtaIgnoresM) {
       if (c.plan.grid < 1 || c.plan.grid > groups) return "streamed grid outside [1, groups]";
     } else if (c.plan.variant == KernelVariant::kCluster) {
       // One cluster per row, one CTA per slice; two past 16 slices, and only there or in the
-      // fused op's batches of 16 slices per SM or more.
+      // fused op's batches of 16 slices per SM or more, or in its clusters of at most two
+      // paired CTAs.
       const int per_cta = c.plan.block_threads / 256;
       if (c.plan.block_threads % 256 != 0 || per_cta < 1 || per_cta > 2) {
         return "cluster block_threads";
       }
-      const bool paired_batch = c.problem.op == NormOp::kFusedAddRmsNorm &&
-                                m * c.plan.slices >= 16 * int64_t{c.device.sm_count};
+      const bool paired_batch =
+          c.problem.op == NormOp::kFusedAddRmsNorm &&
+          (m * c.plan.slices >= 16 * int64_t{c.device.sm_count} || c.plan.cluster_ctas <= 2);
       if ((c.plan.slices > 16 && per_cta != 2) ||
           (per_cta == 2 && c.plan.slices <= 16 && !paired_batch)) {
         return "cluster slices per CTA";
@@ -470,15 +472,23 @@ TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
       }
     }
   }
-  // The fused op's threshold, by the batch's slices per SM: N=131072 (8 slices) pairs from
+  // The fused op's thresholds. By the batch's slices per SM: N=131072 (8 slices) pairs from
   // M=264, N=32768 (2 slices, a cluster of one CTA) from M=1056; on a GPU of 66 SMs, from half.
   // An odd slice count leaves the last paired CTA one slice (N=147456: 9 slices, 5 CTAs).
-  for (const auto& [n, m, sms, ctas] : {std::tuple{int64_t{131072}, int64_t{263}, 132, 8},
-                                        std::tuple{int64_t{131072}, int64_t{264}, 132, 4},
-                                        std::tuple{int64_t{32768}, int64_t{1055}, 132, 2},
-                                        std::tuple{int64_t{32768}, int64_t{1056}, 132, 1},
-                                        std::tuple{int64_t{131072}, int64_t{132}, 66, 4},
-                                        std::tuple{int64_t{147456}, int64_t{4096}, 132, 5}}) {
+  // Below, where clusters of at most 2 paired CTAs (one an SM) fill their last wave 80% or more:
+  // N=32768 pairs at M=106 (106 of 132 SMs), not at 105; at M=132 and 264 (whole waves), not at
+  // 133 or 1000 (76 of a fourth wave); at 1055 (131 of an eighth). N=65536 (2 paired CTAs a
+  // row) pairs at M=64 (128 of 132), not at 68. N=131072 (4 paired CTAs) does not at M=33 (a
+  // whole wave). On 66 SMs, N=32768 pairs at M=66, not at 67.
+  using PairsCase = std::tuple<int64_t, int64_t, int, int>;  // N, M, SMs, cluster CTAs
+  for (const auto& [n, m, sms, ctas] :
+       {PairsCase{131072, 263, 132, 8}, PairsCase{131072, 264, 132, 4},
+        PairsCase{32768, 1056, 132, 1}, PairsCase{131072, 132, 66, 4},
+        PairsCase{147456, 4096, 132, 5}, PairsCase{32768, 105, 132, 2},
+        PairsCase{32768, 106, 132, 1}, PairsCase{32768, 132, 132, 1}, PairsCase{32768, 133, 132, 2},
+        PairsCase{32768, 264, 132, 1}, PairsCase{32768, 1000, 132, 2},
+        PairsCase{32768, 1055, 132, 1}, PairsCase{65536, 64, 132, 2}, PairsCase{65536, 68, 132, 4},
+        PairsCase{131072, 33, 132, 8}, PairsCase{32768, 66, 66, 1}, PairsCase{32768, 67, 66, 2}}) {
     DeviceInfo d = hopper();
     d.sm_count = sms;
     const NormProblem p =

@@ -150,3 +150,34 @@ def test_large_batches_give_the_single_row_bits(dtype, n, pdl, gen):
     assert torch.equal(residual, new_residual)
     assert torch.equal(x, oink.rmsnorm(residual, w, EPS))
     assert_close_to_reference(x, ref, torch_rmsnorm(new_residual, w, EPS), dtype)
+
+
+@requires_cuda
+@pytest.mark.parametrize("n", [32768, 65536])
+@pytest.mark.parametrize("pdl", [True, False])
+def test_pairs_that_fill_a_wave_give_the_single_row_bits(n, pdl, gen):
+    """Below 16 slices per SM the fused op pairs its slices where the paired CTAs (one an SM on
+    Hopper) fill a whole wave, and keeps one slice a CTA one row later; the rows' bits are the
+    single row's either way."""
+    if torch.cuda.get_device_capability()[0] not in (9, 10):
+        pytest.skip("clusters of 128 KB CTAs, one an SM: Hopper's and datacenter Blackwell's")
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    slices = n // 16384
+    w = torch.randn(n, generator=gen).to(torch.bfloat16).to("cuda")
+    previous = oink.set_pdl(pdl)
+    try:
+        for m, ctas in ((sms * 2 // slices, slices // 2), (sms * 2 // slices + 1, slices)):
+            x = torch.randn(m, n, generator=gen).to(torch.bfloat16).to("cuda")
+            residual = torch.randn(m, n, generator=gen).to(torch.bfloat16).to("cuda")
+            plan = oink.explain(x, w, op="fused_add_rms_norm")
+            assert plan.variant == "cluster" and plan.cluster_ctas == ctas, (m, plan)
+            x1, r1 = x[-1:].clone(), residual[-1:].clone()
+            x_in, r_in = x.clone(), residual.clone()
+            oink.fused_add_rms_norm(x, residual, w, EPS)
+            oink.fused_add_rms_norm(x1, r1, w, EPS)
+            assert torch.equal(x1[0], x[-1]) and torch.equal(r1[0], residual[-1])
+            new_residual, ref = fused_add_reference(x_in, r_in, w, EPS)
+            assert torch.equal(residual, new_residual)
+            assert_close_to_reference(x, ref, torch_rmsnorm(new_residual, w, EPS), torch.bfloat16)
+    finally:
+        oink.set_pdl(previous)
