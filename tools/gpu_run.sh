@@ -46,7 +46,10 @@
 # test` with SANITIZE_OPS=inference and TEST_SHARD=1/2 built in 81 s, ran memcheck 218 s,
 # racecheck 341 s and synccheck 82 s, and had not finished its half of the tests (`-k "not cpu"`,
 # ~1465) after 509 s; alone, 1209 tests of the other half took 250 s. So split the suite in
-# three shares beside the sanitizers (TEST_SHARD=1/3 ...) to fit 600 s calls; `profile` and
+# three shares beside the sanitizers (TEST_SHARD=1/3 ...) to fit 600 s calls, or run them in
+# three pytest-xdist workers: on 2026-12-02 the whole `-k "not cpu"` suite with PYTEST_WORKERS=3
+# beside memcheck and synccheck over every op (SANITIZE_TOOLS="memcheck synccheck") took 460 s,
+# the build 65 s, memcheck 320 s: one call (racecheck, the slow one, left out); `profile` and
 # `bench` in another; `ab` (two builds, four runs) in a call of its own.
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
