@@ -41,7 +41,7 @@ def rerender(out_dir: Path) -> str:
     )
     where = doc["env"].get("gpu") or "CPU"
     written = plots.write(out_dir, records, doc["copy_ceiling"]["GBps"], where)
-    report.write_json(out_dir / "results.json", run, records, doc["status"])
+    report.write_json(out_dir / "results.json", run, records, doc["status"], doc.get("parts_done"))
     (out_dir / "results.md").write_text(report.markdown(run, records, written, doc["status"]))
     return f"{out_dir}: {len(records)} records, {relabelled} gemm marginals now noisy"
 

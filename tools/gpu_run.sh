@@ -40,8 +40,11 @@
 # Time on one H200 (2026-12-01): build 52 s (six targets; an sm_90a-only pip install 39 s),
 # sanitize 442 s with every dtype (memcheck 52, racecheck 362, synccheck 28; racecheck and
 # synccheck now take one x dtype per element size), test with PYTEST_K="not cpu" 440 s,
-# profile (12 cases) ~45 s, bench --matrix with the peers 290 s before the long rows and the
-# copy floor joined it (the long rows alone: 165 s), peers' JIT compiles included.
+# profile (12 cases) ~45 s. bench --matrix with the peers: about 620 s on 2026-12-02 (the bf16
+# parts with the long rows 500 s, the variants 120 s, the peers' builds and JIT compiles
+# included), more than one 600 s device call after a build: run the matrix under
+# `timeout -s TERM` with --out DIR and finish it in a second call with --resume DIR (carry DIR;
+# README, "A run cut short").
 # Sanitizers and tests run at once (below), and slow each other: on 2026-12-02, `build sanitize
 # test` with SANITIZE_OPS=inference and TEST_SHARD=1/2 built in 81 s, ran memcheck 218 s,
 # racecheck 341 s and synccheck 82 s, and had not finished its half of the tests (`-k "not cpu"`,

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -129,6 +130,93 @@ def test_n_and_m_filter_the_cli_run(tmp_path: Path) -> None:
     proc = _run_bench(tmp_path / "none", "--suite", "decode", "--n", "5")
     assert proc.returncode == 2
     assert "--n 5 leaves no shape of the selected suites" in proc.stderr
+
+
+def test_a_second_sigterm_does_not_cut_short_the_partial_results(tmp_path, monkeypatch) -> None:
+    """GNU `timeout` sends SIGTERM to the bench and then to its process group: the bench gets
+    two. The second, arriving while the first's partial results are written, must not lose them."""
+    from oink.bench import __main__ as cli
+    from oink.bench import plots, runner
+
+    def run_until_timeout(cfg, by_op, ceiling_gbps, records, checkpoint) -> None:
+        checkpoint(cfg.parts[0])
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler raises KeyboardInterrupt here
+        raise AssertionError("SIGTERM did not interrupt the run")
+
+    def plots_while_signalled(*args, **kwargs) -> list:
+        os.kill(os.getpid(), signal.SIGTERM)  # timeout's second signal, to the process group
+        return []
+
+    monkeypatch.setattr(runner, "run", run_until_timeout)
+    monkeypatch.setattr(plots, "write", plots_while_signalled)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        rc = cli.main(["--quick", "--device", "cpu", "--out", str(tmp_path)])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert rc == 2
+    assert json.loads((tmp_path / "results.json").read_text())["status"] == "interrupted"
+    assert "interrupted" in (tmp_path / "results.md").read_text()
+
+
+# The float32-weight variant calls F.rms_norm with a bf16 x, which PyTorch warns about.
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")
+def test_resume_measures_only_the_parts_an_interrupted_run_left(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """A matrix stopped in its third part, resumed: the first two parts' records are kept as
+    measured, the rest measured, and the folder holds one complete run naming both calls."""
+    from oink.bench import __main__ as cli
+    from oink.bench import runner
+
+    args = ["--matrix", "--quick", "--device", "cpu", "--op", "rmsnorm", "--no-plots"]
+    measure = runner.measure_shape
+    parts_seen: list = []
+
+    def stop_in_third_part(cfg, shape, *rest) -> None:
+        if shape.part not in parts_seen:
+            parts_seen.append(shape.part)
+        if len(parts_seen) == 3:
+            raise KeyboardInterrupt  # what the SIGTERM handler raises
+        measure(cfg, shape, *rest)
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        monkeypatch.setattr(runner, "measure_shape", stop_in_third_part)
+        assert cli.main([*args, "--out", str(tmp_path)]) == 2
+        monkeypatch.setattr(runner, "measure_shape", measure)
+        first = json.loads((tmp_path / "results.json").read_text())
+        assert first["status"] == "interrupted"
+        done = [[p.suite, p.variant.name] for p in parts_seen[:2]]
+        assert first["parts_done"] == done
+
+        capsys.readouterr()
+        assert cli.main([*args[:-2], "fused_add_rms_norm", "--resume", str(tmp_path)]) == 2
+        assert "ops" in capsys.readouterr().err  # other options: not the same run
+
+        assert cli.main([*args, "--resume", str(tmp_path)]) == 0
+        whole = json.loads((tmp_path / "results.json").read_text())
+        assert cli.main([*args, "--resume", str(tmp_path)]) == 2
+        assert "nothing to resume" in capsys.readouterr().err
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+    parts = [[p["suite"], p["variant"]] for p in whole["config"]["parts"]]
+    assert whole["status"] == "complete" and whole["parts_done"] == parts and len(parts) > 3
+
+    def by_part(doc: dict, part: list[str]) -> list[dict]:
+        return [r for r in doc["results"] if [r["suite"], r["variant"]] == part]
+
+    for part in parts:
+        assert by_part(whole, part), part
+    for part in done:  # kept as measured, not measured again
+        assert by_part(whole, part) == by_part(first, part)
+    assert whole["env"]["date_utc"] == first["env"]["date_utc"]
+    (call,) = whole["env"]["resumed"]
+    assert call["parts"] == parts[2:]
+    assert "- resumed: " in (tmp_path / "results.md").read_text()
 
 
 def test_every_suite_has_shapes_in_every_mode() -> None:

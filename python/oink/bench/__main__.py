@@ -71,6 +71,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "or ~/.cache/oink/bench, named after the device and the start time; printed)",
     )
     ap.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="continue the incomplete run in DIR (stopped by a time limit, say): keep the parts "
+        "it finished, measure the others with the same options on the same GPU, and write the "
+        "whole run to DIR (give the first call's options; --out defaults to DIR)",
+    )
+    ap.add_argument(
         "--providers",
         help=f"comma-separated subset of {', '.join(ALL_NAMES)} "
         "(oink is always measured; default: all available)",
@@ -117,6 +125,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _interrupt(signum, frame) -> None:
+    # Once: GNU `timeout` signals the bench and then its whole process group, so a second
+    # SIGTERM follows the first at once, and must not cut short the writing of what was measured.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
@@ -192,8 +203,9 @@ def _kit_loader(args: argparse.Namespace):
     return lambda: peers.load(kit_dir, args.peers_build, log)
 
 
-def config_doc(cfg, args: argparse.Namespace) -> dict:
-    """The run's configuration for results.json: the parts by name and size, not every shape."""
+def config_doc(cfg, args: argparse.Namespace, parts: list) -> dict:
+    """The run's configuration for results.json: the parts by name and size, not every shape
+    (every part of the run, where cfg holds the ones this call measures)."""
     doc = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "parts"}
     doc["matrix"] = args.matrix
     doc["parts"] = [
@@ -206,7 +218,7 @@ def config_doc(cfg, args: argparse.Namespace) -> dict:
             "regimes": list(p.regimes),
             "shapes": len(p.shapes),
         }
-        for p in cfg.parts
+        for p in parts
     ]
     return doc
 
@@ -224,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         import oink  # noqa: F401  (loads the extension)
     except ImportError as e:
         return _fail(str(e))
-    from oink.bench import env, plots, providers, report, runner, timing
+    from oink.bench import env, plots, providers, report, resume, runner, timing
 
     if args.device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -254,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"oink-bench: WARNING: {broken}; oink's launch plans are not recorded", file=sys.stderr
         )
-    out_dir = (args.out or env.default_out_dir(info)).resolve()
+    if args.resume and args.out and args.out.resolve() != args.resume.resolve():
+        return _fail(f"--resume writes into {args.resume}; drop --out {args.out}")
+    out_dir = (args.resume or args.out or env.default_out_dir(info)).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     cfg = runner.Config(
         parts=parts,
@@ -266,8 +280,20 @@ def main(argv: list[str] | None = None) -> int:
         host_iters=50 if args.quick else 200,
         record_plans=broken is None,
     )
+    resumed = None
+    if args.resume:
+        try:
+            resumed = resume.load(out_dir, config_doc(cfg, args, parts), info)
+        except ValueError as e:
+            return _fail(str(e))
+        cfg.parts = [p for p in parts if resume.part_key(p) not in resumed.done]
+        print(
+            f"oink-bench: resuming {out_dir}: {len(resumed.done)} of {len(parts)} parts done "
+            f"({len(resumed.records)} records kept)",
+            file=sys.stderr,
+        )
     where = info.get("gpu") or "CPU"
-    summary = "; ".join(f"{p.suite} {p.variant.name} ({','.join(p.regimes)})" for p in parts)
+    summary = "; ".join(f"{p.suite} {p.variant.name} ({','.join(p.regimes)})" for p in cfg.parts)
     print(
         f"oink-bench: {where}; {summary}; ops {', '.join(cfg.ops)}; -> {out_dir}", file=sys.stderr
     )
@@ -281,13 +307,19 @@ def main(argv: list[str] | None = None) -> int:
 
     ceiling = timing.copy_ceiling(device, args.quick)
     print(f"oink-bench: copy ceiling {ceiling['GBps']:.0f} GB/s", file=sys.stderr)
-    records: list[dict] = []
+    records: list[dict] = list(resumed.records) if resumed else []
+    done = list(resumed.done) if resumed else []  # [suite, variant] of every finished part
     status = "complete"
     run = report.Run(info, {}, catalog.found, catalog.notes, catalog.kit, ceiling)
+    if resumed:  # the report is the first call's, with this one named beside it
+        run.env = resume.record_call(resumed, info, ceiling, cfg.parts)
+        run.ceiling = resumed.ceiling
 
-    def checkpoint(where: str) -> None:
-        run.config = config_doc(cfg, args)  # with the budgets run() has filled in
-        report.write_json(out_dir / "results.json", run, records, f"partial: {where}")
+    def checkpoint(part) -> None:
+        done.append(resume.part_key(part))
+        run.config = config_doc(cfg, args, parts)  # with the budgets run() has filled in
+        where = f"partial: {part.suite} {part.variant.name} done"
+        report.write_json(out_dir / "results.json", run, records, where, done)
 
     signal.signal(signal.SIGTERM, _interrupt)  # `timeout` too leaves the results measured so far
     try:
@@ -299,14 +331,16 @@ def main(argv: list[str] | None = None) -> int:
         status = f"aborted: {type(e).__name__}: {e}"
         print(f"oink-bench: {status}", file=sys.stderr)
 
-    run.config = config_doc(cfg, args)
+    run.config = config_doc(cfg, args, parts)
+    if status == "complete":
+        done = [resume.part_key(p) for p in parts]
     written = []
     if not args.no_plots:
         try:
-            written = plots.write(out_dir, records, ceiling["GBps"], where)
+            written = plots.write(out_dir, records, run.ceiling["GBps"], where)
         except Exception as e:  # plots are a view of results.json: never lose the data for them
             print(f"warning: plotting failed: {type(e).__name__}: {e}", file=sys.stderr)
-    report.write_json(out_dir / "results.json", run, records, status)
+    report.write_json(out_dir / "results.json", run, records, status, done)
     (out_dir / "results.md").write_text(report.markdown(run, records, written, status))
     print(report.summary_text(run, records, out_dir, status))
 

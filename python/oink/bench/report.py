@@ -64,12 +64,16 @@ def provider_names(records: list[dict]) -> list[str]:
     return ["oink"] + [n for n in names if n != "oink"] if "oink" in names else names
 
 
-def write_json(path: Path, run: Run, records: list[dict], status: str) -> None:
+def write_json(
+    path: Path, run: Run, records: list[dict], status: str, parts_done: list[list[str]]
+) -> None:
+    """parts_done: [suite, variant] of each part measured to its end (what --resume keeps)."""
     doc = {
         "schema": 2,
         "status": status,
         "env": run.env,
         "config": run.config,
+        "parts_done": parts_done,
         "method": f"{METHOD} {REGIMES_TEXT} {RATIOS_TEXT}",
         "providers": {n: run.notes[n] for n in provider_names(records) if n in run.notes},
         "providers_found": run.found,
@@ -162,6 +166,15 @@ def _facts(run: Run) -> list[str]:
     ]
     if run.kit:
         facts.append(("peers kit", run.kit.get("kit", "?")))
+    for call in env.get("resumed", []):  # later calls of one run (oink-bench --resume)
+        measured = ", ".join(" ".join(k) for k in call["parts"]) or "nothing left"
+        facts.append(
+            (
+                "resumed",
+                f"{call['date_utc']} (`{call['command']}`, oink {call['oink_revision']}, copy "
+                f"ceiling {call['copy_ceiling_GBps']:.0f} GB/s): measured {measured}",
+            )
+        )
     return [f"- {k}: {v}" for k, v in facts]
 
 

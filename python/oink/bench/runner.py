@@ -488,11 +488,11 @@ def run(
     by_op: dict[str, list[Provider]],
     ceiling_gbps: float,
     records: list[dict],
-    checkpoint: Callable[[str], None] | None = None,
+    checkpoint: Callable[[suites.Part], None] | None = None,
 ) -> None:
     """Appends every record of the run to `records` as it is made (part, op, N, M, provider,
     regime order), so that a run stopped by an exception still leaves what it measured.
-    checkpoint(where) is called after each part (a suite in one variant) but the last: a run
+    checkpoint(part) is called after each part (a suite in one variant) but the last: a run
     killed without a chance to write its results (SIGKILL at a time limit) keeps those parts."""
     shapes = plan_shapes(cfg)
     progress = Progress(sum(len(by_op[s.op]) * len(s.regimes) for s in shapes))
@@ -508,6 +508,6 @@ def run(
             measure_shape(cfg, shape, by_op[shape.op], ceiling_gbps, progress, records, weights)
             last = i + 1 == len(shapes)
             if checkpoint and not last and shapes[i + 1].part is not shape.part:
-                checkpoint(f"{shape.part.suite} {shape.part.variant.name} done")
+                checkpoint(shape.part)
     finally:
         progress.close()
