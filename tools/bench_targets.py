@@ -1,5 +1,6 @@
-"""`python tools/bench_targets.py RUN_DIR [REFERENCE.json ...]`: the step-3 targets (issue 4)
-checked against one benchmark session, shape by shape.
+"""`python tools/bench_targets.py RUN_DIR [REFERENCE.json ...]`: the step-3 targets (issue 4),
+and those of steps 6 and 7 (issues 12 and 13: oink against the best peer measured in the same
+run), checked against one benchmark session, shape by shape.
 
 RUN_DIR holds the main run's results.json (bf16, `--suite decode,mid,large,large_n --op all`
 with the provider `oink_no_pdl`, or `--matrix`), and may hold sub-runs: `fp32-weight/` and `pad/`
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -24,6 +26,9 @@ from bench_compare import load_reference  # beside this file (the script's direc
 
 DECODE_N = (4096, 7168, 8192)
 OPS = ("rmsnorm", "fused_add_rms_norm")
+# The peers of steps 6 and 7 (oink/bench/providers.py), measured in the same run as oink.
+PEERS = ("quack", "flashinfer_cute", "flashinfer", "flashinfer_nopdl", "vllm", "liger")
+MATRIX_VARIANTS = ("bf16", "fp16", "bf16-w32", "bf16-pad64")
 
 
 @dataclass
@@ -171,6 +176,57 @@ def eager(run: dict) -> Verdict:
     return verdict("eager host time <= F.rms_norm's (M=1)", rows)
 
 
+def peer_ratios(run: dict, suites: tuple[str, ...], op: str, max_n: int | None = None):
+    """(shape, best peer µs / oink µs, best peer) for each shape of oink in those suites that a
+    peer ran too (> 1: oink faster)."""
+    for (suite, o, provider, n, m), r in sorted(run.items()):
+        if suite not in suites or o != op or provider != "oink" or (max_n and n > max_n):
+            continue
+        times = {
+            q: run[(suite, op, q, n, m)]["time_us"] for q in PEERS if (suite, op, q, n, m) in run
+        }
+        if times:
+            best = min(times, key=times.get)
+            yield f"{suite} N={n} M={m}", times[best] / r["time_us"], best
+
+
+def versus(run: dict, suite: str, op: str, peer: str, m: int, limit: float, name: str) -> Verdict:
+    """One peer's time over oink's at batch size m (higher is better)."""
+    rows = []
+    for n, mm, r in oink_rows(run, suite, op):
+        theirs = run.get((suite, op, peer, n, mm))
+        if mm == m and theirs:
+            x = theirs["time_us"] / r["time_us"]
+            rows.append(Row(f"N={n} M={m}", f"{x:.2f}x", x >= limit, -x))
+    return verdict(name, rows)
+
+
+def leads(path: str, op: str) -> list[Verdict]:
+    """Step 6 (N <= 16384: decode, mid, large and the variants, every regime) and step 7 (long
+    rows): oink at least level with the best peer at every shape, and step 6's geomean."""
+    cells = []
+    for regime in ("hbm", "l2", "gemm"):
+        for variant in MATRIX_VARIANTS:
+            run = load_run(path, regime, variant)
+            for shape, x, peer in peer_ratios(
+                run, ("decode", "mid", "large", "variants"), op, 16384
+            ):
+                cells.append((f"{regime} {variant} {shape} vs {peer}", x))
+    rows = [Row(shape, f"{x:.2f}x", x >= 1.0, -x) for shape, x in cells]
+    out = [verdict(f"step 6 {op} >= 1.0x the best peer (N <= 16384, every regime)", rows)]
+    geomean = []
+    if cells:
+        g = math.exp(sum(math.log(x) for _, x in cells) / len(cells))
+        geomean = [Row(f"{len(cells)} cells", f"{g:.2f}x", g >= 1.10, -g)]
+    out.append(verdict(f"step 6 {op} geomean >= 1.10x the best peer (N <= 16384)", geomean))
+    long_rows = [
+        Row(f"{shape} vs {peer}", f"{x:.2f}x", x >= 1.0, -x)
+        for shape, x, peer in peer_ratios(load_run(path, "hbm", "bf16"), ("large_n",), op)
+    ]
+    out.append(verdict(f"step 7 {op} long rows >= 1.0x the best peer", long_rows))
+    return out
+
+
 def evaluate(run_dir: str, reference_files: list[str], overlays: list[str] = ()) -> list[Verdict]:
     run = load_run(os.path.join(run_dir, "results.json"))
     for overlay in overlays:  # later runs of some ops or suites replace the main run's rows
@@ -195,6 +251,34 @@ def evaluate(run_dir: str, reference_files: list[str], overlays: list[str] = ())
     out += [against_itself(run, sub("fp32-weight", variant="bf16-w32"), "fp32 weight")]
     out += [against_itself(run, sub("pad", variant="bf16-pad64"), "padded rows")]
     out += [eager(run)]
+    # Steps 6 and 7 (issues 12 and 13), from the main run's file (a --matrix run).
+    path = os.path.join(run_dir, "results.json")
+    gemm = load_run(path, "gemm")
+    for op in OPS:
+        out += leads(path, op)
+        out += [ceiling(run, "large", op, 99)]
+        out += [
+            versus(
+                run,
+                "mid",
+                op,
+                "flashinfer_cute",
+                1024,
+                1.10,
+                f"step 6 mid {op} M=1024 >= 1.10x FlashInfer-CuTe",
+            )
+        ]
+        out += [
+            versus(
+                gemm,
+                "decode",
+                op,
+                "liger",
+                64,
+                1.10,
+                f"step 6 {op} M=64 between GEMMs >= 1.10x Liger",
+            )
+        ]
     return out
 
 

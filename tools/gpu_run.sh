@@ -17,9 +17,13 @@
 #                                    (default: all; they run in this order, the sanitizer first
 #                                    so that a run cut off by the time limit still has it)
 #   BENCH_ARGS="--suite decode,dsv3,quack --op all" tools/gpu_run.sh bench   # one run; default:
-#                                    `--matrix` (bf16 decode in 3 regimes, mid, large; fp16,
-#                                    fp32 weight, padded rows), with the peers kit of .peers
-#                                    when it is there
+#                                    `--matrix` (bf16 decode in 3 regimes, mid, large, long
+#                                    rows; fp16, fp32 weight, padded rows), with the peers kit
+#                                    of .peers when it is there
+#   BENCH_TIMEOUT=480 tools/gpu_run.sh build bench   # the matrix cut off at 480 s; then, with
+#                                    bench.tar.gz unpacked into out/ref and carried (carry:
+#                                    ["out", ".peers"]):
+#   BENCH_RESUME=out/ref tools/gpu_run.sh build bench  # the parts it left (oink-bench --resume)
 #   PYTEST_K="not cpu" tools/gpu_run.sh test      # a pytest -k selection (default: everything)
 #   PYTEST_WORKERS=4 tools/gpu_run.sh test       # pytest-xdist workers per GPU (default: one
 #                                    process; eight ran a 141 GB card out of memory)
@@ -271,23 +275,33 @@ if has_stage bench; then
       [[ -d .peers-build ]] && cp -a .peers-build/. /tmp/peers-build/
       peers=(--peers .peers --peers-build /tmp/peers-build)
     fi
-    run_bench() { # SUBDIR ARGS...: one oink-bench run into $dir/SUBDIR
+    # BENCH_TIMEOUT=SECONDS: SIGTERM then, and the run writes the report of what it measured
+    # (results.json keeps every finished part); BENCH_RESUME=DIR (a folder carried to the device:
+    # bench.tar.gz of a cut-short run, unpacked) measures the parts that run left, into DIR.
+    bench_cmd=(python3 -m oink.bench)
+    [[ -n ${BENCH_TIMEOUT:-} ]] && bench_cmd=(timeout -s TERM "$BENCH_TIMEOUT" "${bench_cmd[@]}")
+    [[ -n ${BENCH_RESUME:-} ]] && dir=$BENCH_RESUME
+    run_bench() { # SUBDIR ARGS...: one oink-bench run into $dir/SUBDIR (--resume: $dir)
       local sub=$1 && shift
-      note "-- bench ${sub:-.}: $* ${peers[*]-}"
+      local where=(--out "$dir/$sub")
+      [[ -n ${BENCH_RESUME:-} ]] && where=(--resume "$dir")
+      note "-- bench ${sub:-.}: $* ${peers[*]-} ${where[*]}"
       # The progress bar's lines stay out of the summary; the tables and the verdicts go in.
-      python3 -m oink.bench "$@" ${peers[@]+"${peers[@]}"} --out "$dir/$sub" 2>&1 |
+      "${bench_cmd[@]}" "$@" ${peers[@]+"${peers[@]}"} "${where[@]}" 2>&1 |
         grep -av '^\[[#.]' | tail -60 | tee -a "$SUMMARY"
     }
     if [[ -n ${BENCH_ARGS:-} ]]; then
       # shellcheck disable=SC2086
       run_bench "" $BENCH_ARGS
     else
-      # The step-6 matrix in one run (oink/bench/suites.py): bf16 decode in three regimes, mid
-      # and large, then fp16, a float32 weight and padded rows, against every peer and PyTorch.
-      # 4096 rotating sets: the reference run's (290 s on an H200 with every peer's JIT).
+      # The step-6 matrix (oink/bench/suites.py): bf16 decode in three regimes, mid, large and
+      # long rows, then fp16, a float32 weight and padded rows, against every peer and PyTorch.
+      # 4096 rotating sets: the reference run's. About 620 s with the peers' builds: in two
+      # calls, BENCH_TIMEOUT=480 in the first, BENCH_RESUME=DIR in the second.
       run_bench "" --matrix --max-sets 4096
-      # The step-3 targets against this session (the references of ../shared are not on the device:
-      # rerun it here with them: python tools/bench_targets.py DIR ../shared/baselines/*.json).
+      # The targets of steps 3, 6 and 7 against this session (the step-3 references of ../shared
+      # are not on the device: rerun it here with them, python tools/bench_targets.py DIR
+      # ../shared/baselines/*.json).
       python3 tools/bench_targets.py "$dir" 2>&1 | tee -a "$SUMMARY"
     fi
     tar -czf "$OUT/bench.tar.gz" -C "$dir" .

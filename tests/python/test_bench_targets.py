@@ -1,8 +1,9 @@
-"""The lab tools that read benchmark results, on small hand-made sessions: the step-3 target
-report (`python tools/bench_targets.py`: each verdict follows the numbers, missing data is never
-reported as met), the comparison with a stored reference run (`tools/bench_compare.py`), the
-Nsight Compute summary beside the peers (`tools/profile_peers.py --summarize`) and the schedule
-sweep's A/B in turns (`tools/sweep_ab.py`, with a stand-in for the sweep binary).
+"""The lab tools that read benchmark results, on small hand-made sessions: the target report
+of steps 3, 6 and 7 (`python tools/bench_targets.py`: each verdict follows the numbers, missing
+data is never reported as met), the comparison with a stored reference run
+(`tools/bench_compare.py`), the Nsight Compute summary beside the peers
+(`tools/profile_peers.py --summarize`) and the schedule sweep's A/B in turns (`tools/sweep_ab.py`,
+with a stand-in for the sweep binary).
 They live in tools/, not in the installed package, and are imported from there."""
 
 import importlib
@@ -199,6 +200,55 @@ def test_a_matrix_run_holds_the_warm_regime_and_the_variants_in_one_file(tmp_pat
     assert v["fp32 weight within 5% of the main run"].status == "no data"
     hbm = targets.load_run(str(run / "results.json"))
     assert hbm[("decode", "rmsnorm", "oink", 4096, 1)]["time_us"] == 1.0
+
+
+def test_steps_6_and_7_compare_oink_with_the_best_peer_of_the_same_run(tmp_path):
+    def row(suite, provider, n, m, us, regime="hbm", variant="bf16"):
+        r = result(suite, "rmsnorm", provider, n, m, us)
+        r.update(regime=regime, variant=variant)
+        return r
+
+    run = write_run(
+        tmp_path / "run",
+        [
+            # decode, isolated: Quack 2.2 and Liger 2.0 against oink's 1.6: 1.25x
+            row("decode", "oink", 4096, 64, 1.6),
+            row("decode", "quack", 4096, 64, 2.2),
+            row("decode", "liger", 4096, 64, 2.0),
+            row("decode", "inductor", 4096, 64, 1.0),  # a baseline, not a peer
+            # between GEMMs: Liger 2.0 against 2.5: 0.80x, the worst cell, and M=64's target
+            row("decode", "oink", 4096, 64, 2.5, regime="gemm"),
+            row("decode", "liger", 4096, 64, 2.0, regime="gemm"),
+            # mid M=1024 against FlashInfer-CuTe: 6.9 / 6.0 = 1.15x, met
+            row("mid", "oink", 4096, 1024, 6.0),
+            row("mid", "flashinfer_cute", 4096, 1024, 6.9),
+            # a variant, by its own variant's rows only: 1.05x
+            row("variants", "oink", 7168, 256, 4.0, variant="fp16"),
+            row("variants", "vllm", 7168, 256, 4.2, variant="fp16"),
+            row("variants", "vllm", 7168, 256, 3.0, variant="bf16-w32"),  # no oink row there
+            # long rows: one cell under the best peer (0.95x), N > 16384 out of step 6
+            row("large_n", "oink", 131072, 1, 3.0),
+            row("large_n", "quack", 131072, 1, 3.6),
+            row("large_n", "oink", 131072, 4096, 570.0) | {"pct_ceiling": 87.7},
+            row("large_n", "quack", 131072, 4096, 541.5),
+        ],
+    )
+    v = by_target(targets.evaluate(str(run), []))
+    level = v["step 6 rmsnorm >= 1.0x the best peer (N <= 16384, every regime)"]
+    assert (level.met, level.total) == (3, 4)
+    assert level.worst == "gemm bf16 decode N=4096 M=64 vs liger: 0.80x"
+    geomean = v["step 6 rmsnorm geomean >= 1.10x the best peer (N <= 16384)"]
+    expected = (1.25 * 0.8 * 1.15 * 1.05) ** 0.25
+    assert geomean.worst == f"4 cells: {expected:.2f}x" and geomean.status == "missed (1 shapes)"
+    long_rows = v["step 7 rmsnorm long rows >= 1.0x the best peer"]
+    assert (long_rows.met, long_rows.total) == (1, 2)
+    assert long_rows.worst == "large_n N=131072 M=4096 vs quack: 0.95x"
+    mid = v["step 6 mid rmsnorm M=1024 >= 1.10x FlashInfer-CuTe"]
+    assert (mid.met, mid.total, mid.status) == (1, 1, "met")
+    gemm = v["step 6 rmsnorm M=64 between GEMMs >= 1.10x Liger"]
+    assert (gemm.met, gemm.total) == (0, 1) and gemm.worst == "N=4096 M=64: 0.80x"
+    fused = v["step 6 fused_add_rms_norm >= 1.0x the best peer (N <= 16384, every regime)"]
+    assert fused.status == "no data"
 
 
 def test_ab_takes_the_median_of_each_sides_turns_and_lists_the_shapes_that_moved(tmp_path, capsys):
