@@ -16,6 +16,7 @@ package; it imports nothing of oink, so it runs in a checkout that is not built.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -60,15 +61,21 @@ def verdict(target: str, rows: list[Row]) -> Verdict:
     return Verdict(target, sum(r.meets for r in rows), len(rows), f"{worst.shape}: {worst.value}")
 
 
+@functools.lru_cache(maxsize=4)
+def _records(path: str, mtime_ns: int) -> tuple[dict, ...]:
+    """A results.json's records, read once per version of the file (a run is read by regime and
+    variant, many times over)."""
+    with open(path) as f:
+        return tuple(json.load(f)["results"])
+
+
 def load_run(path: str, regime: str = "hbm", variant: str | None = None) -> dict[tuple, dict]:
     """{(suite, op, provider, N, M): result} of one regime; of one variant if named (else every
     row: a results.json without --matrix holds one dtype, weight dtype and row padding, and a
     --matrix run measures its other variants under the suite "variants")."""
-    with open(path) as f:
-        doc = json.load(f)
     return {
         (r["suite"], r["op"], r["provider"], r["N"], r["M"]): r
-        for r in doc["results"]
+        for r in _records(path, os.stat(path).st_mtime_ns)
         if r.get("status") == "ok"
         and r.get("regime", "hbm") == regime
         and (variant is None or r.get("variant") == variant)
