@@ -219,6 +219,30 @@ def test_resume_measures_only_the_parts_an_interrupted_run_left(
     assert "- resumed: " in (tmp_path / "results.md").read_text()
 
 
+def test_resume_refuses_a_run_of_other_peers(tmp_path) -> None:
+    """A run measured beside Quack 0.6.5 is not continued by a call without it."""
+    from oink.bench import resume
+
+    config = {"parts": [{"suite": "decode", "variant": "bf16"}], "ops": ["rmsnorm"]}
+    env = {"gpu": "NVIDIA H200", "torch": "2.11.0"}
+    doc = {
+        "status": "partial: decode bf16 done",
+        "config": config,
+        "env": env,
+        "providers_found": {"quack": "0.6.5 (peers kit)"},
+        "parts_done": [["decode", "bf16"]],
+        "copy_ceiling": {"GBps": 4290.0},
+        "results": [],
+    }
+    (tmp_path / "results.json").write_text(json.dumps(doc))
+    kept = resume.load(tmp_path, config, env, {"quack": "0.6.5 (peers kit)"})
+    assert kept.done == [["decode", "bf16"]] and kept.ceiling["GBps"] == 4290.0
+    with pytest.raises(ValueError, match="peer quack as '0.6.5 \\(peers kit\\)'.*'missing'"):
+        resume.load(tmp_path, config, env, {"quack": "missing"})
+    with pytest.raises(ValueError, match="gpu 'NVIDIA H200'.*'NVIDIA H100'"):
+        resume.load(tmp_path, config, {**env, "gpu": "NVIDIA H100"}, {"quack": "0.6.5 (peers kit)"})
+
+
 def test_every_suite_has_shapes_in_every_mode() -> None:
     from oink.bench import suites
 

@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     resumed = None
     if args.resume:
         try:
-            resumed = resume.load(out_dir, config_doc(cfg, args, parts), info)
+            resumed = resume.load(out_dir, config_doc(cfg, args, parts), info, catalog.found)
         except ValueError as e:
             return _fail(str(e))
         cfg.parts = [p for p in parts if resume.part_key(p) not in resumed.done]

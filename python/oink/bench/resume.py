@@ -31,9 +31,11 @@ def part_key(part) -> list[str]:
     return [part.suite, part.variant.name]
 
 
-def load(out_dir: Path, config: dict, env: dict) -> Resumed:
+def load(out_dir: Path, config: dict, env: dict, found: dict) -> Resumed:
     """The finished parts of the incomplete run in out_dir; ValueError (naming what differs)
-    when there is none to continue, or when this call would not measure the same run."""
+    when there is none to continue, or when this call would not measure the same run: other
+    options, another GPU or torch, or other peers (found: peer -> version, or why it is not
+    measured)."""
     path = out_dir / "results.json"
     if not path.is_file():
         raise ValueError(f"--resume {out_dir}: no results.json there")
@@ -57,6 +59,13 @@ def load(out_dir: Path, config: dict, env: dict) -> Resumed:
             raise ValueError(
                 f"--resume {out_dir}: that run measured on {key} {doc['env'].get(key)!r}, this "
                 f"call runs on {env.get(key)!r}: one run is measured in one environment"
+            )
+    for peer in sorted(set(found) | set(doc.get("providers_found", {}))):
+        before, now = doc.get("providers_found", {}).get(peer), found.get(peer)
+        if before != now:
+            raise ValueError(
+                f"--resume {out_dir}: that run had the peer {peer} as {before!r}, this call has "
+                f"{now!r}: one run measures the same peers throughout"
             )
     done = [list(k) for k in doc["parts_done"]]
     keep = {tuple(k) for k in done}
