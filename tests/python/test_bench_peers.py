@@ -284,24 +284,49 @@ def test_every_peer_is_timed_or_reported_with_its_reason(tmp_path):
 # --- the gemm regime ------------------------------------------------------------------------------
 
 
-def test_gemm_marginal_is_the_difference_of_medians_per_layer():
+def test_gemm_marginal_is_the_median_of_paired_differences_per_layer():
+    # Pairs (110, 50), (100, 60), (130, 40): differences 60, 40, 90 over 10 layers.
     m = chain.marginal([110.0, 100.0, 130.0], [50.0, 60.0, 40.0], layers=10)
-    assert m["time_us"] == pytest.approx((110 - 50) / 10)
+    assert m["time_us"] == pytest.approx(6.0)
+    assert (m["time_us_min"], m["time_us_max"]) == (pytest.approx(4.0), pytest.approx(9.0))
     assert (m["chain_us"], m["chain_without_norms_us"], m["layers"], m["replays"]) == (
         110.0,
         50.0,
         10,
         3,
     )
-    assert m["time_us_min"] == pytest.approx((100 - 60) / 10)
-    assert m["time_us_max"] == pytest.approx((130 - 40) / 10)
+    # Drift shared by both chains of a pair cancels: each chain spreads over 1400 us, their
+    # pairs' differences not at all.
+    drift = [1000.0 + 100.0 * i for i in range(15)]
+    m = chain.marginal([d + 32.0 for d in drift], drift, layers=32)
+    assert m["time_us"] == pytest.approx(1.0) and m["ci95_us"] == [
+        pytest.approx(1.0),
+        pytest.approx(1.0),
+    ]
 
 
-def test_gemm_marginal_smaller_than_its_spread_is_noise():
-    steady = chain.marginal([110.0, 111.0, 112.0], [100.0, 100.5, 101.0], layers=1)
-    assert chain.noise(steady) is None  # 10.5 us, spread 3 us
-    drifting = chain.marginal([1900.0, 1700.0, 2000.0], [1850.0, 1900.0, 1950.0], layers=32)
-    assert "noisy" in chain.noise(drifting)  # marginal ~0.3 us, spread ~9 us
+def test_median_interval_is_the_binomial_order_statistics():
+    values = list(range(15, 0, -1))  # 1..15, unsorted
+    assert chain.median_interval(values) == (4, 12)  # n = 15: the 4th and the 12th
+    assert chain.median_interval(list(range(1, 61))) == (22, 39)  # n = 60: P(B < 22) = 1.7%
+    assert chain.median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0)  # too few: the range
+
+
+def test_gemm_marginal_known_to_within_ten_percent_or_noise():
+    def pairs(diffs_us: list[float], layers: int = 1) -> dict:
+        base = [1000.0 + 7.0 * i for i in range(len(diffs_us))]
+        return chain.marginal(
+            [b + d * layers for b, d in zip(base, diffs_us, strict=True)], base, layers
+        )
+
+    steady = pairs([10.0 + 0.1 * (i % 5) for i in range(15)])
+    assert chain.noise(steady) is None
+    # Median 10, but the 4th and 12th of the sorted differences 8 and 12: +-20%.
+    spread = pairs([8.0] * 4 + [10.0] * 7 + [12.0] * 4)
+    assert "noisy" in chain.noise(spread)
+    # One wild pair at each end does not move the interval (the old extreme-spread rule's flaw).
+    outliers = pairs([0.0] + [10.0] * 13 + [40.0], layers=32)
+    assert chain.noise(outliers) is None and outliers["time_us"] == pytest.approx(10.0)
     negative = chain.marginal([99.0, 99.5, 99.2], [100.0, 100.1, 100.2], layers=1)
     assert "noisy" in chain.noise(negative)
 
@@ -355,8 +380,10 @@ def test_gemm_regime_runs_on_the_cpu_and_skips_over_its_memory_budget(tmp_path):
     assert len(timed) == 1 and timed[0]["status"] in ("ok", "noisy")
     r = timed[0]
     assert r["regime"] == "gemm"
-    assert r["layers"] == 4 and r["replays"] == 5
-    assert r["time_us"] == pytest.approx((r["chain_us"] - r["chain_without_norms_us"]) / 4)
+    # A noisy first measurement is taken again over RETRY_FACTOR times the replays.
+    assert r["layers"] == 4 and r["replays"] in (5, 5 * chain.RETRY_FACTOR)
+    assert r["time_us_min"] <= r["ci95_us"][0] <= r["time_us"] <= r["ci95_us"][1]
+    assert r["ci95_us"][1] <= r["time_us_max"]
     assert r["weights_bytes"] == 4 * 64 * 64 * 2
     big = _find(records, "oink", N=16384)[0]
     assert big["status"] == "skipped" and "over the 1.0 GiB budget" in big["reason"]
