@@ -95,6 +95,27 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
       out.push_back({paired ? "cluster_singles" : "cluster_pairs", other});
     }
   }
+  // The registers schedule with kRegistersLanesPerThread lanes a thread, and with one, with PDL
+  // as chosen and without (plan_violation says where folding does not apply).
+  auto registers_with_lanes = [&](int64_t rows, int lanes, bool pdl) {
+    NormProblem q = p;
+    q.rows = rows;
+    NormPlan plan = plan_on_device(q, d, 0);
+    plan.use_pdl = pdl && chosen.use_pdl;
+    plan.grid = (p.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
+    if (plan.variant == KernelVariant::kRowInRegisters) {
+      plan.lanes_per_thread = lanes;
+      plan.block_threads = plan.threads_per_row / lanes * plan.rows_per_cta;
+    }
+    return plan;
+  };
+  if (registers_with_lanes(1, 1, true).variant == KernelVariant::kRowInRegisters) {
+    for (const int lanes : {1, kRegistersLanesPerThread}) {
+      const std::string name = "registers_l" + std::to_string(lanes);
+      out.push_back({name, registers_with_lanes(1, lanes, true)});
+      out.push_back({name + "_no_pdl", registers_with_lanes(1, lanes, false)});
+    }
+  }
   if (p.rows <= 16) {
     NormProblem unweighted = p;
     unweighted.has_weight = false;

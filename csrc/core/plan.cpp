@@ -55,6 +55,19 @@ constexpr int64_t kStreamedMinGroupsPerCta = 3;
 // registers schedule, which splits each row index over the leading dimensions.
 bool op_streams(const NormProblem& p) { return p.op == NormOp::kRmsNorm && p.row_dims.count == 1; }
 
+// Whether the registers schedule plays kRegistersLanesPerThread lanes a thread
+// (kernels/norm_row_group.cuh, kLanes): wherever its kernel folds them (vector I/O, the RMSNorm
+// family's one reduction, rows of at least 32 lanes a thread's warp), at every batch size. A
+// decode row is one CTA on one SM, and its time is mostly the instructions its warps issue: each
+// warp pays the row's fixed ones (addresses, PDL, the reduction's shuffles and barrier, 1/rms),
+// and Liger's kernel, with 60 fewer of them a warp at N=8192, was 0.13-0.23 us faster in every
+// decode regime without PDL (Nsight Compute, decode/decode_gap_vs_liger.txt). Folding halves
+// the warps that pay them, with the same chunks, sums and tree (the same bits).
+bool registers_fold(const NormProblem& p, int threads_per_row, bool vector_io) {
+  return vector_io && p.op != NormOp::kLayerNorm &&
+         threads_per_row >= 32 * kRegistersLanesPerThread;
+}
+
 bool streamed_pays(int64_t groups, int64_t grid) {
   return grid > 0 && groups >= kStreamedMinGroupsPerCta * grid;
 }
@@ -349,6 +362,10 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     } else if (needed <= kMaxChunksPerThread) {
       plan.variant = KernelVariant::kRowInRegisters;
       plan.chunks_per_thread = static_cast<int>(next_pow2(needed));
+      if (registers_fold(p, plan.threads_per_row, plan.vector_io)) {
+        plan.lanes_per_thread = kRegistersLanesPerThread;
+        plan.block_threads = plan.threads_per_row / kRegistersLanesPerThread * plan.rows_per_cta;
+      }
     } else {
       plan.variant = KernelVariant::kTwoPass;
     }
@@ -393,8 +410,15 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
   }
   const bool tile = plan.variant == KernelVariant::kTile;
   const bool cluster = plan.variant == KernelVariant::kCluster;
-  if (plan.lanes_per_thread != (tile || cluster ? kTileLanesPerThread : 1)) {
-    return "lanes_per_thread must be kTileLanesPerThread for the tile and cluster variants, else 1";
+  const bool folds_registers = plan.variant == KernelVariant::kRowInRegisters &&
+                               plan.lanes_per_thread == kRegistersLanesPerThread;
+  if (folds_registers && !registers_fold(p, tpr, plan.vector_io)) {
+    return "row_in_registers folds kRegistersLanesPerThread lanes only for vector I/O RMSNorm "
+           "rows of at least 32 * kRegistersLanesPerThread lanes";
+  }
+  if (plan.lanes_per_thread != (tile || cluster ? kTileLanesPerThread : 1) && !folds_registers) {
+    return "lanes_per_thread must be kTileLanesPerThread for the tile and cluster variants, "
+           "kRegistersLanesPerThread or 1 for row_in_registers, else 1";
   }
   if (plan.slices != slices_for(p.cols, p.x_dtype)) {
     return "slices must depend on (N, dtype) only (batch invariance)";

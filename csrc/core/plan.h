@@ -62,6 +62,9 @@ inline constexpr int64_t kStreamedBytesInFlight = 7 << 20;
 // small CTA per row group). A row's tile threads fill whole warps, so rows of fewer than
 // kTileMinThreadsPerRow lanes (N < 2048 at 16 bits) keep the registers schedule.
 inline constexpr int kTileLanesPerThread = 4;
+// The registers schedule may fold lanes too (kernels/norm_row_group.cuh): 2 a thread, where its
+// rows have at least 32 * 2 lanes, vector I/O and one reduction (the RMSNorm family).
+inline constexpr int kRegistersLanesPerThread = 2;
 inline constexpr int kTileMaxChunksPerLane = 2;
 inline constexpr int kTileSlotsPerThread = kTileLanesPerThread * kTileMaxChunksPerLane;
 inline constexpr int kTileMinThreadsPerRow = 32 * kTileLanesPerThread;

@@ -137,11 +137,11 @@ __device__ __forceinline__ typename Op::Value row_reduce(typename Op::Value v, i
 // does. Same combines, same order, same bits as row_reduce() over threads_per_row threads.
 // Preconditions: threads_per_row >= 32 * kLanes (a row's threads fill whole warps); every thread
 // of the block calls it (it contains a __syncthreads); `warp_values` holds >= blockDim.x * kLanes
-// / 32 values, 16-byte aligned.
-template <int kLanes, typename Op>
+// / 32 values, 16-byte aligned. `then`: as row_reduce()'s, after the barrier.
+template <int kLanes, typename Op, typename Then = NoWork>
 __device__ __forceinline__ typename Op::Value folded_row_reduce(
-    typename Op::Value (&lane_values)[kLanes], int threads_per_row,
-    typename Op::Value* warp_values) {
+    typename Op::Value (&lane_values)[kLanes], int threads_per_row, typename Op::Value* warp_values,
+    Then then = {}) {
   static_assert(kLanes >= 1 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "a power of two");
   constexpr int kGroup = 32 / kLanes;  // threads that share one lane warp
 #pragma unroll
@@ -154,6 +154,7 @@ __device__ __forceinline__ typename Op::Value folded_row_reduce(
   const int lane_warp = (threadIdx.x / kGroup);  // thread warp * kLanes + group in the warp
   if (threadIdx.x % kGroup == 0) warp_values[lane_warp] = v;
   __syncthreads();
+  then();
   const int warps_per_row = threads_per_row / 32;  // lane warps: a power of two, >= kLanes
   return reduce_in_warp_order<Op>(warp_values + (lane_warp & ~(warps_per_row - 1)), warps_per_row);
 }

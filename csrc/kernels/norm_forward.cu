@@ -133,6 +133,18 @@ SelectedKernel select_variant(const NormPlan& plan) {
     case KernelVariant::kTwoPass:
       return kernel_of(norm_kernel<T, W, Op, kVector, 0>);
     case KernelVariant::kRowInRegisters:
+      if (plan.lanes_per_thread == kRegistersLanesPerThread) {
+        if constexpr (kVector) {  // never planned otherwise (plan_violation)
+          constexpr int kLanes = kRegistersLanesPerThread;
+          switch (plan.chunks_per_thread) {
+            case 1:
+              return kernel_of(norm_kernel<T, W, Op, kVector, 1, kLanes>);
+            case 2:
+              return kernel_of(norm_kernel<T, W, Op, kVector, 2, kLanes>);
+          }
+        }
+        break;
+      }
       switch (plan.chunks_per_thread) {
         case 1:
           return kernel_of(norm_kernel<T, W, Op, kVector, 1>);

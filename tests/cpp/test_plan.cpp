@@ -310,13 +310,15 @@ NormProblem head_view_bf16(int64_t n, int64_t m) {
   return p;
 }
 
+// A schedule's CTA shape for rows of N bf16 elements: their lanes, the CTA's threads and rows.
+struct Expected {
+  int64_t n;
+  int lanes, block, rows_per_cta;
+};
+
 TEST(MakePlan, TileThreadsPlayFourLanesOfEightChunks) {
   // The row's lanes (batch invariance) are the registers schedule's; a tile row runs on a
   // quarter as many threads, 8 shared-memory slots each, CTAs of at least 128 threads.
-  struct Expected {
-    int64_t n;
-    int lanes, block, rows_per_cta;
-  };
   const Expected cases[] = {
       {2048, 128, 128, 4}, {4096, 256, 128, 2}, {6144, 512, 128, 1},
       {7168, 512, 128, 1}, {8192, 512, 128, 1}, {16384, 1024, 256, 1},
@@ -360,6 +362,50 @@ TEST(MakePlan, TileThreadsPlayFourLanesOfEightChunks) {
   const NormProblem view = head_view_bf16(4096, 65536);
   const NormPlan plan = make_plan(view, hopper());
   EXPECT_EQ(plan.variant, KernelVariant::kTile) << describe(plan, view, hopper());
+}
+
+NormProblem layernorm(DType x, int64_t n, int64_t m);  // below, beside LayerNorm's tests
+
+TEST(MakePlan, RegistersThreadsPlayTwoLanesWhereTheRowHasThem) {
+  // The registers schedule folds 2 lanes a thread (the same lanes, chunks and tree: the same
+  // bits) for vector I/O RMSNorm-family rows of at least 64 lanes, at every batch size it runs.
+  const Expected cases[] = {
+      {1024, 64, 64, 2},   {2048, 128, 64, 1},  {4096, 256, 128, 1},
+      {7168, 512, 256, 1}, {8192, 512, 256, 1}, {16384, 1024, 512, 1},
+  };
+  for (const Expected& e : cases) {
+    for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
+      // (At M=256, rmsnorm's 1024-lane rows take the tile: tile_pays.)
+      for (int64_t m : {int64_t{1}, int64_t{64}, int64_t{e.n == 16384 ? 128 : 256}}) {
+        const NormProblem p = problem(DType::kBFloat16, Weight::kSame, op, e.n, m, kLayouts[0]);
+        const NormPlan plan = make_plan(p, hopper());
+        SCOPED_TRACE(describe(plan, p, hopper()));
+        ASSERT_EQ(plan.variant, KernelVariant::kRowInRegisters);
+        EXPECT_EQ(plan.threads_per_row, e.lanes);
+        EXPECT_EQ(plan.lanes_per_thread, 2);
+        EXPECT_EQ(plan.block_threads, e.block);
+        EXPECT_EQ(plan.rows_per_cta, e.rows_per_cta);
+        EXPECT_EQ(plan.grid, (m + e.rows_per_cta - 1) / e.rows_per_cta);
+        // Element-wise rows keep one lane a thread; so do rows of 32 lanes and LayerNorm's.
+        const NormProblem unaligned =
+            problem(DType::kBFloat16, Weight::kSame, op, e.n, m, kLayouts[1]);
+        const NormPlan one = make_plan(unaligned, hopper());
+        ASSERT_EQ(one.variant, KernelVariant::kRowInRegisters);
+        EXPECT_EQ(one.lanes_per_thread, 1);
+        EXPECT_EQ(one.block_threads, e.lanes * one.rows_per_cta);
+      }
+    }
+    const NormPlan layer = make_plan(layernorm(DType::kBFloat16, e.n, 1), hopper());
+    EXPECT_EQ(layer.lanes_per_thread, 1);
+  }
+  const NormPlan short_row = make_plan(bf16(512, 1), hopper());  // 64 chunks: 32 lanes
+  EXPECT_EQ(short_row.threads_per_row, 32);
+  EXPECT_EQ(short_row.lanes_per_thread, 1);
+  // The fused op's large batches of registers rows fold too.
+  const NormPlan fused = make_plan(fused_bf16(8192, 65536), hopper());
+  ASSERT_EQ(fused.variant, KernelVariant::kRowInRegisters);
+  EXPECT_EQ(fused.lanes_per_thread, 2);
+  EXPECT_EQ(fused.block_threads, 256);
 }
 
 TEST(MakePlan, StreamedBytesInFlightNearTheTargetWhereAShapeAllowsIt) {
@@ -797,94 +843,112 @@ TEST(PlanViolation, KeepsLayerNormToItsKernels) {
 
 TEST(PlanViolation, CatchesBrokenPlans) {
   const DeviceInfo gpu = hopper(), cpu{};
-  const Broken cases[] = {
-      {"threads_per_row halved, registers doubled", bf16(4096, 17), bf16(4096, 17), gpu,
-       [](NormPlan& p) {
-         p.threads_per_row /= 2;
-         p.chunks_per_thread *= 2;
-         p.block_threads = p.threads_per_row * p.rows_per_cta;
-       },
-       "batch invariance"},
-      {"plan for another N", bf16(4096, 17), bf16(8192, 17), gpu, [](NormPlan&) {}},
-      {"threads_per_row not a power of two", bf16(64, 17), bf16(64, 17), gpu,
-       [](NormPlan& p) { p.threads_per_row = 6; }},
-      {"block_threads inconsistent", bf16(64, 17), bf16(64, 17), gpu,
-       [](NormPlan& p) { p.block_threads += 32; }},
-      {"vector_io on an unaligned base", bf16(4096, 17, 2), bf16(4096, 17, 2), gpu,
-       [](NormPlan& p) { p.vector_io = true; }},
-      {"vector_io with N % 8 != 0", bf16(4095, 17), bf16(4095, 17), gpu,
-       [](NormPlan& p) { p.vector_io = true; }},
-      {"aligned plan used on an unaligned base", bf16(4096, 17), bf16(4096, 17, 2), gpu,
-       [](NormPlan&) {}},
-      {"grid one CTA short", bf16(4096, 17), bf16(4096, 17), gpu, [](NormPlan& p) { p.grid -= 1; }},
-      {"plan for M=1 used for M=4097", bf16(4096, 1), bf16(4096, 4097), gpu, [](NormPlan&) {}},
-      {"registers do not hold the row", bf16(4096, 17), bf16(4096, 17), gpu,
-       [](NormPlan& p) { p.chunks_per_thread = 1; }},
-      {"chunks_per_thread 3", bf16(4096, 17), bf16(4096, 17), gpu,
-       [](NormPlan& p) { p.chunks_per_thread = 3; }},
-      {"4 chunks in registers", bf16(8192, 17, 2), bf16(8192, 17, 2), gpu,
-       [](NormPlan& p) { p.chunks_per_thread = 4; }, "1 or 2"},
-      {"two_pass keeping chunks", bf16(262144, 17, 2), bf16(262144, 17, 2), gpu,
-       [](NormPlan& p) { p.chunks_per_thread = 1; }},
-      {"chunk not 16 bytes", bf16(4096, 17), bf16(4096, 17), gpu,
-       [](NormPlan& p) { p.chunk_elems = 4; }},
-      {"cpu plan for another M", bf16(4096, 17), bf16(4096, 18), cpu, [](NormPlan&) {}},
-      {"streamed with 5 stages", bf16(1024, 65536), bf16(1024, 65536), gpu,
-       [](NormPlan& p) { p.stages = 5; }},
-      {"streamed smem not matching its layout", bf16(1024, 65536), bf16(1024, 65536), gpu,
-       [](NormPlan& p) { p.smem_bytes -= 16; }},
-      {"streamed plan used on an unaligned base", bf16(1024, 65536), bf16(1024, 65536, 2), gpu,
-       [](NormPlan&) {}},
-      {"streamed with too few slots", bf16(1024, 65536), bf16(1024, 65536), gpu,
-       [](NormPlan& p) { p.chunks_per_thread = 1; }},
-      {"streamed with 3 chunks per thread", bf16(1024, 65536), bf16(1024, 65536), gpu,
-       [](NormPlan& p) { p.chunks_per_thread = 3; }, "at most 2"},
-      {"stages on a register plan", bf16(4096, 17), bf16(4096, 17), gpu,
-       [](NormPlan& p) { p.stages = 2; }},
-      {"rmsnorm's streamed plan used for the fused op", bf16(1024, 65536), fused_bf16(1024, 65536),
-       gpu, [](NormPlan&) {}, "rmsnorm's only"},
-      {"more CTAs than row groups", bf16(1024, 65536), bf16(1024, 65536), gpu,
-       [](NormPlan& p) { p.grid = 32769; }},
-      {"streamed plan used on a head view", bf16(1024, 65536), head_view_bf16(1024, 65536), gpu,
-       [](NormPlan&) {}, "one stride"},
-      {"tile with one lane per thread", bf16(4096, 4097), bf16(4096, 4097), gpu,
-       [](NormPlan& p) { p.lanes_per_thread = 1; }, "lanes_per_thread"},
-      {"tile lanes on a registers plan", bf16(4096, 17), bf16(4096, 17), gpu,
-       [](NormPlan& p) { p.lanes_per_thread = 4; }, "lanes_per_thread"},
-      {"tile with 4 slots", bf16(4096, 4097), bf16(4096, 4097), gpu,
-       [](NormPlan& p) { p.chunks_per_thread = 4; }, "kTileSlotsPerThread"},
-      {"tile smem not matching its layout", bf16(4096, 4097), bf16(4096, 4097), gpu,
-       [](NormPlan& p) { p.smem_bytes /= 2; }, "tile layout"},
-      {"rmsnorm's tile plan used for the fused op", bf16(4096, 4097), fused_bf16(4096, 4097), gpu,
-       [](NormPlan&) {}, "tile layout"},
-      {"tile plan used on an unaligned base", bf16(4096, 4097), bf16(4096, 4097, 2), gpu,
-       [](NormPlan&) {}},
-      {"tile on a row of 64 lanes", bf16(1024, 65536), bf16(1024, 65536), gpu,
-       [](NormPlan& p) {
-         p.variant = KernelVariant::kTile;
-         p.lanes_per_thread = 4;
-         p.stages = 0;
-         p.chunks_per_thread = 8;
-         p.block_threads = 16 * p.rows_per_cta;
-         p.grid = 65536 / p.rows_per_cta;
-         p.smem_bytes = 16 * 8 * p.block_threads;
-       },
-       "kTileMinThreadsPerRow"},
-      {"tile without a grid of one CTA per row group", bf16(4096, 4097), bf16(4096, 4097), gpu,
-       [](NormPlan& p) { p.grid = 132; }, "one CTA per row group"},
-      {"tile plan of a bf16 weight used with a float32 one (no weight slots)", bf16(4096, 4097),
-       problem(DType::kBFloat16, Weight::kFloat32, NormOp::kRmsNorm, 4096, 4097, kLayouts[0]), gpu,
-       [](NormPlan&) {}, "tile layout"},
-      {"PDL below sm_90", bf16(4096, 17), bf16(4096, 17), ampere(),
-       [](NormPlan& p) { p.use_pdl = true; }, "PDL"},
-      {"PDL with a pre-sm_90 kernel image", bf16(4096, 17), bf16(4096, 17), gpu,
-       [](NormPlan& p) {
-         p.use_pdl = true;
-         p.image_sass_arch = 90;
-         p.image_ptx_arch = 80;
-       },
-       "griddepcontrol"},
-  };
+  const Broken cases[] =
+      {
+          {"threads_per_row halved, registers doubled", bf16(4096, 17), bf16(4096, 17), gpu,
+           [](NormPlan& p) {
+             p.threads_per_row /= 2;
+             p.chunks_per_thread *= 2;
+             p.block_threads = p.threads_per_row * p.rows_per_cta;
+           },
+           "batch invariance"},
+          {"plan for another N", bf16(4096, 17), bf16(8192, 17), gpu, [](NormPlan&) {}},
+          {"threads_per_row not a power of two", bf16(64, 17), bf16(64, 17), gpu,
+           [](NormPlan& p) { p.threads_per_row = 6; }},
+          {"block_threads inconsistent", bf16(64, 17), bf16(64, 17), gpu,
+           [](NormPlan& p) { p.block_threads += 32; }},
+          {"vector_io on an unaligned base", bf16(4096, 17, 2), bf16(4096, 17, 2), gpu,
+           [](NormPlan& p) { p.vector_io = true; }},
+          {"vector_io with N % 8 != 0", bf16(4095, 17), bf16(4095, 17), gpu,
+           [](NormPlan& p) { p.vector_io = true; }},
+          {"aligned plan used on an unaligned base", bf16(4096, 17), bf16(4096, 17, 2), gpu,
+           [](NormPlan&) {}},
+          {"grid one CTA short", bf16(4096, 17), bf16(4096, 17), gpu,
+           [](NormPlan& p) { p.grid -= 1; }},
+          {"plan for M=1 used for M=4097", bf16(4096, 1), bf16(4096, 4097), gpu, [](NormPlan&) {}},
+          {"registers do not hold the row", bf16(4096, 17), bf16(4096, 17), gpu,
+           [](NormPlan& p) { p.chunks_per_thread = 1; }},
+          {"chunks_per_thread 3", bf16(4096, 17), bf16(4096, 17), gpu,
+           [](NormPlan& p) { p.chunks_per_thread = 3; }},
+          {"4 chunks in registers", bf16(8192, 17, 2), bf16(8192, 17, 2), gpu,
+           [](NormPlan& p) { p.chunks_per_thread = 4; }, "1 or 2"},
+          {"two_pass keeping chunks", bf16(262144, 17, 2), bf16(262144, 17, 2), gpu,
+           [](NormPlan& p) { p.chunks_per_thread = 1; }},
+          {"chunk not 16 bytes", bf16(4096, 17), bf16(4096, 17), gpu,
+           [](NormPlan& p) { p.chunk_elems = 4; }},
+          {"cpu plan for another M", bf16(4096, 17), bf16(4096, 18), cpu, [](NormPlan&) {}},
+          {"streamed with 5 stages", bf16(1024, 65536), bf16(1024, 65536), gpu,
+           [](NormPlan& p) { p.stages = 5; }},
+          {"streamed smem not matching its layout", bf16(1024, 65536), bf16(1024, 65536), gpu,
+           [](NormPlan& p) { p.smem_bytes -= 16; }},
+          {"streamed plan used on an unaligned base", bf16(1024, 65536), bf16(1024, 65536, 2), gpu,
+           [](NormPlan&) {}},
+          {"streamed with too few slots", bf16(1024, 65536), bf16(1024, 65536), gpu,
+           [](NormPlan& p) { p.chunks_per_thread = 1; }},
+          {"streamed with 3 chunks per thread", bf16(1024, 65536), bf16(1024, 65536), gpu,
+           [](NormPlan& p) { p.chunks_per_thread = 3; }, "at most 2"},
+          {"stages on a register plan", bf16(4096, 17), bf16(4096, 17), gpu,
+           [](NormPlan& p) { p.stages = 2; }},
+          {"rmsnorm's streamed plan used for the fused op", bf16(1024, 65536),
+           fused_bf16(1024, 65536), gpu, [](NormPlan&) {}, "rmsnorm's only"},
+          {"more CTAs than row groups", bf16(1024, 65536), bf16(1024, 65536), gpu,
+           [](NormPlan& p) { p.grid = 32769; }},
+          {"streamed plan used on a head view", bf16(1024, 65536), head_view_bf16(1024, 65536), gpu,
+           [](NormPlan&) {}, "one stride"},
+          {"tile with one lane per thread", bf16(4096, 4097), bf16(4096, 4097), gpu,
+           [](NormPlan& p) { p.lanes_per_thread = 1; }, "lanes_per_thread"},
+          {"tile lanes on a registers plan", bf16(4096, 17), bf16(4096, 17), gpu,
+           [](NormPlan& p) { p.lanes_per_thread = 4; }, "lanes_per_thread"},
+          {"folded registers with a CTA of one lane a thread", bf16(4096, 17), bf16(4096, 17), gpu,
+           [](NormPlan& p) { p.block_threads *= 2; }, "block_threads"},
+          {"folded registers on element-wise rows", bf16(4096, 17, 2), bf16(4096, 17, 2), gpu,
+           [](NormPlan& p) {
+             p.lanes_per_thread = 2;
+             p.block_threads /= 2;
+           },
+           "folds"},
+          {"folded registers on rows of 32 lanes", bf16(512, 17), bf16(512, 17), gpu,
+           [](NormPlan& p) {
+             p.lanes_per_thread = 2;
+             p.block_threads /= 2;
+           },
+           "folds"},
+          {"folded registers plan used for layernorm", bf16(4096, 17),
+           layernorm(DType::kBFloat16, 4096, 17), gpu, [](NormPlan&) {}, "folds"},
+          {"tile with 4 slots", bf16(4096, 4097), bf16(4096, 4097), gpu,
+           [](NormPlan& p) { p.chunks_per_thread = 4; }, "kTileSlotsPerThread"},
+          {"tile smem not matching its layout", bf16(4096, 4097), bf16(4096, 4097), gpu,
+           [](NormPlan& p) { p.smem_bytes /= 2; }, "tile layout"},
+          {"rmsnorm's tile plan used for the fused op", bf16(4096, 4097), fused_bf16(4096, 4097),
+           gpu, [](NormPlan&) {}, "tile layout"},
+          {"tile plan used on an unaligned base", bf16(4096, 4097), bf16(4096, 4097, 2), gpu,
+           [](NormPlan&) {}},
+          {"tile on a row of 64 lanes", bf16(1024, 65536), bf16(1024, 65536), gpu,
+           [](NormPlan& p) {
+             p.variant = KernelVariant::kTile;
+             p.lanes_per_thread = 4;
+             p.stages = 0;
+             p.chunks_per_thread = 8;
+             p.block_threads = 16 * p.rows_per_cta;
+             p.grid = 65536 / p.rows_per_cta;
+             p.smem_bytes = 16 * 8 * p.block_threads;
+           },
+           "kTileMinThreadsPerRow"},
+          {"tile without a grid of one CTA per row group", bf16(4096, 4097), bf16(4096, 4097), gpu,
+           [](NormPlan& p) { p.grid = 132; }, "one CTA per row group"},
+          {"tile plan of a bf16 weight used with a float32 one (no weight slots)", bf16(4096, 4097),
+           problem(DType::kBFloat16, Weight::kFloat32, NormOp::kRmsNorm, 4096, 4097, kLayouts[0]),
+           gpu, [](NormPlan&) {}, "tile layout"},
+          {"PDL below sm_90", bf16(4096, 17), bf16(4096, 17), ampere(),
+           [](NormPlan& p) { p.use_pdl = true; }, "PDL"},
+          {"PDL with a pre-sm_90 kernel image", bf16(4096, 17), bf16(4096, 17), gpu,
+           [](NormPlan& p) {
+             p.use_pdl = true;
+             p.image_sass_arch = 90;
+             p.image_ptx_arch = 80;
+           },
+           "griddepcontrol"},
+      };
   const Broken cluster_cases[] = {
       {"cluster plan with the slices of another N", bf16(65536, 4), bf16(65536, 4), gpu,
        [](NormPlan& p) {

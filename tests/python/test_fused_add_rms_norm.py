@@ -123,6 +123,14 @@ def test_large_batches_give_the_single_row_bits(dtype, n, pdl, gen):
     residual = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
     rows = (0, m // 2, m - 1)
     singles = [(x[k : k + 1].clone(), residual[k : k + 1].clone()) for k in rows]
+    # The same rows element-wise (offset by one element: one lane a thread, registers).
+    unaligned = []
+    for k in rows:
+        xu = padded_rows(1, n, dtype, "cuda", pad=1, offset=1)
+        ru = padded_rows(1, n, dtype, "cuda", pad=1, offset=1)
+        xu.copy_(x[k : k + 1])
+        ru.copy_(residual[k : k + 1])
+        unaligned.append((xu, ru))
     x_in, r_in = x.clone(), residual.clone()
     previous = oink.set_pdl(pdl)
     try:
@@ -139,13 +147,20 @@ def test_large_batches_give_the_single_row_bits(dtype, n, pdl, gen):
             assert batch_plan.variant == ("tile" if weak else "row_in_registers")
         assert batch_plan.grid * batch_plan.rows_per_cta >= m
         assert alone_plan.variant == ("cluster" if chunks > 2048 else "row_in_registers")
+        # A registers row of 64 lanes or more: 2 lanes a thread aligned, 1 element-wise.
+        if chunks <= 2048:
+            folded = 2 if lanes >= 64 else 1
+            assert alone_plan.lanes_per_thread == folded
+            xu, ru = unaligned[0]
+            assert oink.explain(xu, w, "fused_add_rms_norm", ru).lanes_per_thread == 1
         oink.fused_add_rms_norm(x, residual, w, EPS)
-        for x1, r1 in singles:
+        for x1, r1 in singles + unaligned:
             oink.fused_add_rms_norm(x1, r1, w, EPS)
     finally:
         oink.set_pdl(previous)
-    for k, (x1, r1) in zip(rows, singles, strict=True):
+    for k, (x1, r1), (xu, ru) in zip(rows, singles, unaligned, strict=True):
         assert torch.equal(x1[0], x[k]) and torch.equal(r1[0], residual[k])
+        assert torch.equal(xu[0], x[k]) and torch.equal(ru[0], residual[k])
     new_residual, ref = fused_add_reference(x_in, r_in, w, EPS)
     assert torch.equal(residual, new_residual)
     assert torch.equal(x, oink.rmsnorm(residual, w, EPS))

@@ -128,11 +128,13 @@ def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
     batch = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
     previous = oink.set_pdl(pdl)
     try:
-        plans = {oink.explain(batch[:1], w).variant, oink.explain(batch, w).variant}
+        alone_plan = oink.explain(batch[:1], w)
+        plans = {alone_plan.variant, oink.explain(batch, w).variant}
         y = oink.rmsnorm(batch, w, EPS)
         unaligned = padded_rows(m, n, dtype, "cuda", pad=1, offset=1)
         unaligned.copy_(batch)
-        plans.add(oink.explain(unaligned, w).variant)
+        unaligned_plan = oink.explain(unaligned, w)
+        plans.add(unaligned_plan.variant)
         y_unaligned = oink.rmsnorm(unaligned, w, EPS)
         for k in (0, m // 2, m - 1):
             alone = oink.rmsnorm(batch[k : k + 1].clone(), w, EPS)
@@ -144,6 +146,11 @@ def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
     assert batch_plan.slice_chunks == min(chunks, 2048)  # a slice: 2048 chunks at most
     assert batch_plan.persistent == (batch_plan.variant == "streamed")
     assert ("row_in_registers" in plans and plans & {"tile", "streamed"}) or chunks > 2048
+    # A registers row of 64 lanes or more plays 2 a thread (aligned), 1 element-wise: the bits
+    # compared above are the same either way.
+    if chunks <= 2048:
+        assert alone_plan.lanes_per_thread == (2 if alone_plan.threads_per_row >= 64 else 1)
+        assert unaligned_plan.variant != "row_in_registers" or unaligned_plan.lanes_per_thread == 1
     # The tile schedule folds 4 reduction lanes into a thread: rows of 128 lanes or more, at most
     # 2 chunks per lane (16-bit N in [1032, 16384], float32 N in [516, 8192]), with a weight no
     # wider than x (it waits in registers).
