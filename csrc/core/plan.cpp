@@ -56,16 +56,19 @@ constexpr int64_t kStreamedMinGroupsPerCta = 3;
 bool op_streams(const NormProblem& p) { return p.op == NormOp::kRmsNorm && p.row_dims.count == 1; }
 
 // Whether the registers schedule plays kRegistersLanesPerThread lanes a thread
-// (kernels/norm_row_group.cuh, kLanes): wherever its kernel folds them (vector I/O, the RMSNorm
-// family's one reduction, rows of at least 32 lanes a thread's warp), at every batch size. A
-// decode row is one CTA on one SM, and its time is mostly the instructions its warps issue: each
-// warp pays the row's fixed ones (addresses, PDL, the reduction's shuffles and barrier, 1/rms),
-// and Liger's kernel, with 60 fewer of them a warp at N=8192, was 0.13-0.23 us faster in every
-// decode regime without PDL (Nsight Compute, decode/decode_gap_vs_liger.txt). Folding halves
-// the warps that pay them, with the same chunks, sums and tree (the same bits).
+// (kernels/norm_row_group.cuh, kLanes): where its kernel folds them (vector I/O, the RMSNorm
+// family's one reduction) and the row has at least kRegistersFoldMinLanes lanes, at every batch
+// size. A row is one CTA; each of its warps pays the row's fixed instructions (addresses, PDL,
+// the shuffles, the barrier, the warp-sum loop, 1/rms), and a 1024-lane row's 32 warps, 8 a
+// scheduler, wait on each other's issue: folded, half the warps pay them, with the same chunks,
+// sums and tree (the same bits). Rows of 256 lanes or fewer (2 warps a scheduler or fewer) wait
+// on memory instead, and lose latency hiding with half the warps. Measured on the H200, lanes
+// 1 / lanes 2 in one sweep (bench/results/nvidia-h200/decode/ab_two_lanes.txt, M=1-256): 1.04-1.34x
+// at 1024 lanes (N=16384; rmsnorm M=256: 8.02 -> 5.97 us), 0.95-1.06x at 512 (N=7168, 8192;
+// geomean 1.017 rmsnorm, 0.998 fused with PDL, 1.02 both without), 0.96-0.99x at 256 and
+// 0.87-0.94x at 128.
 bool registers_fold(const NormProblem& p, int threads_per_row, bool vector_io) {
-  return vector_io && p.op != NormOp::kLayerNorm &&
-         threads_per_row >= 32 * kRegistersLanesPerThread;
+  return vector_io && p.op != NormOp::kLayerNorm && threads_per_row >= kRegistersFoldMinLanes;
 }
 
 bool streamed_pays(int64_t groups, int64_t grid) {
@@ -414,7 +417,7 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
                                plan.lanes_per_thread == kRegistersLanesPerThread;
   if (folds_registers && !registers_fold(p, tpr, plan.vector_io)) {
     return "row_in_registers folds kRegistersLanesPerThread lanes only for vector I/O RMSNorm "
-           "rows of at least 32 * kRegistersLanesPerThread lanes";
+           "rows of at least kRegistersFoldMinLanes lanes";
   }
   if (plan.lanes_per_thread != (tile || cluster ? kTileLanesPerThread : 1) && !folds_registers) {
     return "lanes_per_thread must be kTileLanesPerThread for the tile and cluster variants, "

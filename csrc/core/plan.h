@@ -63,8 +63,12 @@ inline constexpr int64_t kStreamedBytesInFlight = 7 << 20;
 // kTileMinThreadsPerRow lanes (N < 2048 at 16 bits) keep the registers schedule.
 inline constexpr int kTileLanesPerThread = 4;
 // The registers schedule may fold lanes too (kernels/norm_row_group.cuh): 2 a thread, where its
-// rows have at least 32 * 2 lanes, vector I/O and one reduction (the RMSNorm family).
+// rows have vector I/O, one reduction (the RMSNorm family) and at least kRegistersFoldMinLanes
+// lanes (core/plan.cpp, registers_fold, says why from there).
 inline constexpr int kRegistersLanesPerThread = 2;
+inline constexpr int kRegistersFoldMinLanes = 512;
+static_assert(kRegistersFoldMinLanes >= 32 * kRegistersLanesPerThread,
+              "a folded row's threads fill whole warps (device::folded_row_reduce)");
 inline constexpr int kTileMaxChunksPerLane = 2;
 inline constexpr int kTileSlotsPerThread = kTileLanesPerThread * kTileMaxChunksPerLane;
 inline constexpr int kTileMinThreadsPerRow = 32 * kTileLanesPerThread;

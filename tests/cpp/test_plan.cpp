@@ -366,14 +366,16 @@ TEST(MakePlan, TileThreadsPlayFourLanesOfEightChunks) {
 
 NormProblem layernorm(DType x, int64_t n, int64_t m);  // below, beside LayerNorm's tests
 
-TEST(MakePlan, RegistersThreadsPlayTwoLanesWhereTheRowHasThem) {
+TEST(MakePlan, RegistersThreadsPlayTwoLanesInRowsOf512LanesOrMore) {
   // The registers schedule folds 2 lanes a thread (the same lanes, chunks and tree: the same
-  // bits) for vector I/O RMSNorm-family rows of at least 64 lanes, at every batch size it runs.
+  // bits) for vector I/O RMSNorm-family rows of at least 512 lanes, at every batch size it runs;
+  // shorter rows keep one lane a thread.
   const Expected cases[] = {
-      {1024, 64, 64, 2},   {2048, 128, 64, 1},  {4096, 256, 128, 1},
-      {7168, 512, 256, 1}, {8192, 512, 256, 1}, {16384, 1024, 512, 1},
+      {2048, 128, 128, 1}, {4096, 256, 256, 1},   {7168, 512, 256, 1},
+      {8192, 512, 256, 1}, {16384, 1024, 512, 1},
   };
   for (const Expected& e : cases) {
+    const int folded = e.lanes >= 512 ? 2 : 1;
     for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
       // (At M=256, rmsnorm's 1024-lane rows take the tile: tile_pays.)
       for (int64_t m : {int64_t{1}, int64_t{64}, int64_t{e.n == 16384 ? 128 : 256}}) {
@@ -382,25 +384,22 @@ TEST(MakePlan, RegistersThreadsPlayTwoLanesWhereTheRowHasThem) {
         SCOPED_TRACE(describe(plan, p, hopper()));
         ASSERT_EQ(plan.variant, KernelVariant::kRowInRegisters);
         EXPECT_EQ(plan.threads_per_row, e.lanes);
-        EXPECT_EQ(plan.lanes_per_thread, 2);
+        EXPECT_EQ(plan.lanes_per_thread, folded);
         EXPECT_EQ(plan.block_threads, e.block);
         EXPECT_EQ(plan.rows_per_cta, e.rows_per_cta);
-        EXPECT_EQ(plan.grid, (m + e.rows_per_cta - 1) / e.rows_per_cta);
-        // Element-wise rows keep one lane a thread; so do rows of 32 lanes and LayerNorm's.
+        EXPECT_EQ(plan.grid, m);
+        // Element-wise rows keep one lane a thread, as LayerNorm's rows do.
         const NormProblem unaligned =
             problem(DType::kBFloat16, Weight::kSame, op, e.n, m, kLayouts[1]);
         const NormPlan one = make_plan(unaligned, hopper());
         ASSERT_EQ(one.variant, KernelVariant::kRowInRegisters);
         EXPECT_EQ(one.lanes_per_thread, 1);
-        EXPECT_EQ(one.block_threads, e.lanes * one.rows_per_cta);
+        EXPECT_EQ(one.block_threads, e.lanes);
       }
     }
     const NormPlan layer = make_plan(layernorm(DType::kBFloat16, e.n, 1), hopper());
     EXPECT_EQ(layer.lanes_per_thread, 1);
   }
-  const NormPlan short_row = make_plan(bf16(512, 1), hopper());  // 64 chunks: 32 lanes
-  EXPECT_EQ(short_row.threads_per_row, 32);
-  EXPECT_EQ(short_row.lanes_per_thread, 1);
   // The fused op's large batches of registers rows fold too.
   const NormPlan fused = make_plan(fused_bf16(8192, 65536), hopper());
   ASSERT_EQ(fused.variant, KernelVariant::kRowInRegisters);
@@ -899,22 +898,22 @@ TEST(PlanViolation, CatchesBrokenPlans) {
            [](NormPlan& p) { p.lanes_per_thread = 1; }, "lanes_per_thread"},
           {"tile lanes on a registers plan", bf16(4096, 17), bf16(4096, 17), gpu,
            [](NormPlan& p) { p.lanes_per_thread = 4; }, "lanes_per_thread"},
-          {"folded registers with a CTA of one lane a thread", bf16(4096, 17), bf16(4096, 17), gpu,
+          {"folded registers with a CTA of one lane a thread", bf16(8192, 17), bf16(8192, 17), gpu,
            [](NormPlan& p) { p.block_threads *= 2; }, "block_threads"},
-          {"folded registers on element-wise rows", bf16(4096, 17, 2), bf16(4096, 17, 2), gpu,
+          {"folded registers on element-wise rows", bf16(8192, 17, 2), bf16(8192, 17, 2), gpu,
            [](NormPlan& p) {
              p.lanes_per_thread = 2;
              p.block_threads /= 2;
            },
            "folds"},
-          {"folded registers on rows of 32 lanes", bf16(512, 17), bf16(512, 17), gpu,
+          {"folded registers on rows of 256 lanes", bf16(4096, 17), bf16(4096, 17), gpu,
            [](NormPlan& p) {
              p.lanes_per_thread = 2;
              p.block_threads /= 2;
            },
            "folds"},
-          {"folded registers plan used for layernorm", bf16(4096, 17),
-           layernorm(DType::kBFloat16, 4096, 17), gpu, [](NormPlan&) {}, "folds"},
+          {"folded registers plan used for layernorm", bf16(8192, 17),
+           layernorm(DType::kBFloat16, 8192, 17), gpu, [](NormPlan&) {}, "folds"},
           {"tile with 4 slots", bf16(4096, 4097), bf16(4096, 4097), gpu,
            [](NormPlan& p) { p.chunks_per_thread = 4; }, "kTileSlotsPerThread"},
           {"tile smem not matching its layout", bf16(4096, 4097), bf16(4096, 4097), gpu,

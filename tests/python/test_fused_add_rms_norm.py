@@ -147,9 +147,9 @@ def test_large_batches_give_the_single_row_bits(dtype, n, pdl, gen):
             assert batch_plan.variant == ("tile" if weak else "row_in_registers")
         assert batch_plan.grid * batch_plan.rows_per_cta >= m
         assert alone_plan.variant == ("cluster" if chunks > 2048 else "row_in_registers")
-        # A registers row of 64 lanes or more: 2 lanes a thread aligned, 1 element-wise.
+        # A registers row of 512 lanes or more: 2 lanes a thread aligned, 1 element-wise.
         if chunks <= 2048:
-            folded = 2 if lanes >= 64 else 1
+            folded = 2 if lanes >= 512 else 1
             assert alone_plan.lanes_per_thread == folded
             xu, ru = unaligned[0]
             assert oink.explain(xu, w, "fused_add_rms_norm", ru).lanes_per_thread == 1

@@ -146,10 +146,10 @@ def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
     assert batch_plan.slice_chunks == min(chunks, 2048)  # a slice: 2048 chunks at most
     assert batch_plan.persistent == (batch_plan.variant == "streamed")
     assert ("row_in_registers" in plans and plans & {"tile", "streamed"}) or chunks > 2048
-    # A registers row of 64 lanes or more plays 2 a thread (aligned), 1 element-wise: the bits
+    # A registers row of 512 lanes or more plays 2 a thread (aligned), 1 element-wise: the bits
     # compared above are the same either way.
     if chunks <= 2048:
-        assert alone_plan.lanes_per_thread == (2 if alone_plan.threads_per_row >= 64 else 1)
+        assert alone_plan.lanes_per_thread == (2 if alone_plan.threads_per_row >= 512 else 1)
         assert unaligned_plan.variant != "row_in_registers" or unaligned_plan.lanes_per_thread == 1
     # The tile schedule folds 4 reduction lanes into a thread: rows of 128 lanes or more, at most
     # 2 chunks per lane (16-bit N in [1032, 16384], float32 N in [516, 8192]), with a weight no

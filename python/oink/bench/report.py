@@ -26,8 +26,9 @@ REGIMES_TEXT = (
     "--max-sets cap allow (each record has its footprint); **l2** the same graphs over 4 sets, "
     "L2-resident; **gemm** the norm between GEMMs: 32 layers of (norm, then F.linear with the "
     "layer's own [N, N] weight in x's dtype, cuBLAS) in one CUDA graph, minus the same chain "
-    "without norms, / 32; median of 15 replays of each, alternated (a marginal smaller than "
-    "the spread of its replays is reported as noisy); the fused op carries a "
+    "without norms, / 32: the median over 15 replay pairs (one of each, alternated) of their "
+    "difference; a marginal whose 95% confidence interval reaches further than 10% of it, "
+    "measured again over 60 pairs, is reported as noisy; the fused op carries a "
     "residual stream through the chain. l2 and gemm apply only where M <= 256; by default the "
     "decode suite gets all three on a GPU, every other suite hbm."
 )
