@@ -25,7 +25,9 @@ namespace oink {
 // chunks, sums and tree as one lane a thread, so the same bits, with half the warps paying a
 // row's fixed instructions. Lane j of thread t is lane (t / kGroup) * 32 + t % kGroup + j * kGroup
 // (kGroup = 32 / kLanes threads share a lane warp); slot s = i * kLanes + j holds chunk i of lane
-// j, chunk (lane + i * threads_per_row) of the row.
+// j, chunk (lane + i * threads_per_row) of the row. One CTA of the largest block a plan launches
+// must fit (minimum 1 CTA an SM, said outright: without it ptxas held the folded fused op to 64
+// registers at 512 threads and spilled; with it 76, sm_90a).
 template <typename T, typename W, typename Op, bool kVector, int kChunks, int kLanes = 1>
 __global__ void __launch_bounds__(kMaxThreadsPerRow / kLanes, 1) norm_kernel(const KernelParams p) {
   using Row = RowOf<T, W, Op, kVector>;
