@@ -57,7 +57,10 @@
 # three pytest-xdist workers: on 2026-12-02 the whole `-k "not cpu"` suite with PYTEST_WORKERS=3
 # beside memcheck and synccheck over every op (SANITIZE_TOOLS="memcheck synccheck") took 460 s,
 # the build 65 s, memcheck 320 s: one call (racecheck, the slow one, left out); `profile` and
-# `bench` in another; `ab` (two builds, four runs) in a call of its own.
+# `bench` in another; `ab` (two builds, four runs) in a call of its own. That combination can run
+# the GPU out of memory: later on 2026-12-02 (SANITIZE_OPS=inference, the same three workers;
+# memcheck 205 s, tests 363 s) the sanitizers' processes held 46-60 GB each and four tests of
+# N=131072, M=4097 failed with CUDA OOM (one worker crashed); alone they passed.
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
 # sanitizer.log, kernels.txt, schedules.txt, profile.txt and bench.tar.gz; the ab stage writes
