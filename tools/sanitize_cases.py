@@ -22,10 +22,12 @@ from oink.testing import DTYPE_COMBOS, DTYPES, padded_rows, rmsnorm_reference, s
 # CTAs (16: the non-portable size) where aligned, two_pass where not; 17 and 32 slices: two per
 # CTA (the last of 9 CTAs holding one).
 CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 278528, 524288]
-# Large batches: streamed (64: persistent 128-thread CTAs), tile (4096: 2 rows per CTA, rmsnorm;
-# 6144 and 16384: both ops, 128 and 256 threads), a cluster per row (65536: one slice a CTA for
-# rmsnorm, two for the fused op's batch of 16 slices per SM and more).
-LARGE_N = [64, 4096, 6144, 16384, 65536]
+# Large batches: registers (64: 16 rows per CTA), tile (4096: 2 rows per CTA, rmsnorm; 6144 and
+# 16384: both ops, 128 and 256 threads), a cluster per row (65536: one slice a CTA for rmsnorm,
+# two for the fused op's batch of 16 slices per SM and more); with a float32 weight on 16-bit
+# rows, rmsnorm streams from 1024 (persistent CTAs of 128 threads, 2 rows each; 4096 to 16384:
+# 256 to 1024 threads, one row).
+LARGE_N = [64, 1024, 4096, 6144, 16384, 65536]
 # rmsnorm_backward: rows shorter than a warp (7, 64), one and two chunks a thread with the next
 # row prefetched (1000 element-wise, 4096), four chunks (12000, 16384; float32 8192), element-wise
 # rows of 2 chunks and long unaligned rows copied into aligned ones (padded cases); M = 70: nine

@@ -6,9 +6,11 @@
 //   oink_schedule_sweep            decode, large-batch and long-row cases, bf16 (some with a
 //                                  float32 weight: op "rmsnorm/w32"; LayerNorm's forward at
 //                                  the training bench's shapes); one line per (case, plan)
-//   oink_schedule_sweep OP N M [w32]   one case (OP: rmsnorm, fused_add_rms_norm or layernorm,
-//                                  whose weight and bias are float32 as its binding passes
-//                                  them; w32: a float32 weight for the others), e.g. under ncu
+//   oink_schedule_sweep OP N M [w32|f32|nw]   one case (OP: rmsnorm, fused_add_rms_norm or
+//                                  layernorm, whose weight and bias are float32 as its binding
+//                                  passes them; for the others w32: a float32 weight, f32:
+//                                  float32 rows and weight, nw: no weight; default bf16 rows
+//                                  and weight), e.g. under ncu
 //
 // Timing: a CUDA graph of kCalls launches over rotating buffer sets (one pass over the sets is
 // more than twice the L2), median over kReplays replays between CUDA events.
@@ -155,8 +157,12 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   }
   // The streamed layout of this op and row: one lane per thread, its slots per thread.
   NormPlan streamed = widened(1, p.op, p.w_dtype);
-  if (p.op != NormOp::kRmsNorm || !streamed.vector_io || p.rows <= 256) return out;
+  // (Compiled for rmsnorm with a weight wider than x only: op_streams in core/plan.cpp.)
+  const bool wide_weight = p.has_weight && dtype_size(p.w_dtype) > dtype_size(p.x_dtype);
+  if (p.op != NormOp::kRmsNorm || !wide_weight || !streamed.vector_io || p.rows <= 256) return out;
   streamed.variant = KernelVariant::kStreamed;
+  streamed.lanes_per_thread = 1;  // one lane a thread (the registers plan may fold two)
+  streamed.block_threads = streamed.threads_per_row * streamed.rows_per_cta;
   streamed.chunks_per_thread = static_cast<int>(
       (streamed.chunks_per_row + streamed.threads_per_row - 1) / streamed.threads_per_row);
   for (int stages = kMinStages; stages <= kMaxStages; ++stages) {
@@ -177,11 +183,13 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   return out;
 }
 
-NormProblem bf16_problem(NormOp op, int64_t n, int64_t m, DType w_dtype) {
+NormProblem make_problem(NormOp op, int64_t n, int64_t m, DType x_dtype, DType w_dtype,
+                         bool has_weight) {
   NormProblem p;
   p.op = op;
-  p.x_dtype = DType::kBFloat16;
+  p.x_dtype = x_dtype;
   p.w_dtype = w_dtype;
+  p.has_weight = has_weight;
   p.has_bias = op == NormOp::kLayerNorm;
   p.rows = m;
   p.cols = n;
@@ -198,6 +206,8 @@ int main(int argc, char** argv) {
     NormOp op;
     int64_t n, m;
     DType w_dtype = DType::kBFloat16;
+    DType x_dtype = DType::kBFloat16;
+    bool weight = true;
   };
   std::vector<Case> cases;
   if (argc == 4 || argc == 5) {
@@ -212,19 +222,23 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "oink_schedule_sweep: N and M must be positive integers\n");
       return 2;
     }
-    if (argc == 5 && (std::string(argv[4]) != "w32" || op == "layernorm")) {
+    const std::string variant = argc == 5 ? argv[4] : "";
+    if (argc == 5 &&
+        ((variant != "w32" && variant != "f32" && variant != "nw") || op == "layernorm")) {
       std::fprintf(stderr,
-                   "oink_schedule_sweep: the fourth argument may only be w32 (not for layernorm, "
-                   "whose weight is float32 already)\n");
+                   "oink_schedule_sweep: the fourth argument must be w32, f32 or nw, got '%s' "
+                   "(none for layernorm, whose weight is float32 already)\n",
+                   variant.c_str());
       return 2;
     }
     const NormOp norm_op = op == "rmsnorm"     ? NormOp::kRmsNorm
                            : op == "layernorm" ? NormOp::kLayerNorm
                                                : NormOp::kFusedAddRmsNorm;
-    const bool wide = argc == 5 || norm_op == NormOp::kLayerNorm;
-    cases.push_back({norm_op, n, m, wide ? DType::kFloat32 : DType::kBFloat16});
+    const bool wide = !variant.empty() || norm_op == NormOp::kLayerNorm;
+    cases.push_back({norm_op, n, m, wide ? DType::kFloat32 : DType::kBFloat16,
+                     variant == "f32" ? DType::kFloat32 : DType::kBFloat16, variant != "nw"});
   } else if (argc != 1) {
-    std::fprintf(stderr, "usage: oink_schedule_sweep [OP N M [w32]]\n");
+    std::fprintf(stderr, "usage: oink_schedule_sweep [OP N M [w32|f32|nw]]\n");
     return 2;
   } else {
     // The last four: rows of 1024 lanes at mid M, whether the tile pays below 3 row groups per
@@ -262,24 +276,28 @@ int main(int argc, char** argv) {
   std::printf("%-19s %6s %7s %-22s %9s %8s  plan\n", "op", "N", "M", "candidate", "us", "GB/s");
   for (const Case& s : cases) {
     const NormOp op = s.op;
-    const NormProblem p = bf16_problem(op, s.n, s.m, s.w_dtype);
+    const NormProblem p = make_problem(op, s.n, s.m, s.x_dtype, s.w_dtype, s.weight);
     Buffers buffers = allocate_sets(p, prop.l2CacheSize);
     // Least bytes: x read and the output written (the fused op: the residual read and written
     // too), the weight once (LayerNorm: the bias too).
-    const double moved = (op == NormOp::kFusedAddRmsNorm ? 4.0 : 2.0) * s.m * s.n * 2 +
-                         s.n * dtype_size(s.w_dtype) * (p.has_bias ? 2 : 1);
-    const std::string name =
-        std::string(op_name(op)) + (s.w_dtype == DType::kFloat32 && !p.has_bias ? "/w32" : "");
+    const double moved =
+        (op == NormOp::kFusedAddRmsNorm ? 4.0 : 2.0) * s.m * s.n * dtype_size(s.x_dtype) +
+        (s.weight ? s.n * dtype_size(s.w_dtype) : 0) * (p.has_bias ? 2 : 1);
+    const char* suffix = !s.weight                                     ? "/nw"
+                         : s.x_dtype == DType::kFloat32                ? "/f32"
+                         : s.w_dtype == DType::kFloat32 && !p.has_bias ? "/w32"
+                                                                       : "";
+    const std::string name = std::string(op_name(op)) + suffix;
     for (const Candidate& c : candidates(p, d)) {
       NormProblem used = p;
-      used.has_weight = c.weight;
+      used.has_weight = c.weight && s.weight;
       const std::string broken = plan_violation(c.plan, used, d);
       if (!broken.empty()) {
         std::printf("%-19s %6lld %7lld %-22s   invalid: %s\n", name.c_str(), (long long)s.n,
                     (long long)s.m, c.name.c_str(), broken.c_str());
         continue;
       }
-      const double us = time_plan(c.plan, used, buffers, c.weight, stream);
+      const double us = time_plan(c.plan, used, buffers, used.has_weight, stream);
       std::printf("%-19s %6lld %7lld %-22s %9.2f %8.0f  %s\n", name.c_str(), (long long)s.n,
                   (long long)s.m, c.name.c_str(), us, us > 0 ? moved / us / 1e3 : 0.0,
                   describe(c.plan, used, d).c_str());

@@ -45,15 +45,29 @@ bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
 // 661 us).
 constexpr int64_t kStreamedMinGroupsPerCta = 3;
 
-// rmsnorm only. The fused op's registers schedule holds x, the residual and the weight of a row
-// in registers with every load issued first (norm_row_group.cuh), twice rmsnorm's bytes in
-// flight per thread, and it beat the streamed schedule at every measured size (H200,
-// 2026-11-30, best streamed shape in parentheses: N=4096, M=65536: 528.5 us (563.2); N=7168,
-// M=65536: 913.4 (960.1); N=4096, M=1024: 10.11 (10.19)). Rows too long for that (4 chunks
-// per thread) do not fit two streamed stages of x and the residual in shared memory either.
-// The streamed kernel also walks rows with one stride (a cursor per CTA); other layouts take the
-// registers schedule, which splits each row index over the leading dimensions.
-bool op_streams(const NormProblem& p) { return p.op == NormOp::kRmsNorm && p.row_dims.count == 1; }
+// rmsnorm with a float32 weight on 16-bit rows only, the rows the tile does not take
+// (smem_weight_pays): the streamed CTAs convert that weight into shared memory once, where the
+// registers kernel reads its 2x x's bytes from L2 for every row. With a weight no wider than x
+// (or none, or float32 rows) the registers schedule was faster at every streamed shape measured
+// (H200, bench/results/nvidia-h200/streamed_shapes.txt, rows of 64-1024 elements, M=16384-262144:
+// 1.006-1.20x; bf16 N=256, M=262144: 65.6 against 78.8 us), so those kernels are not compiled.
+// The fused op's registers schedule holds x, the residual and the weight of a row in registers
+// with every load issued first (norm_row_group.cuh), twice rmsnorm's bytes in flight per thread,
+// and it beat the streamed schedule at every measured size (H200, 2026-11-30, best streamed
+// shape in parentheses: N=4096, M=65536: 528.5 us (563.2); N=7168, M=65536: 913.4 (960.1);
+// N=4096, M=1024: 10.11 (10.19)). The streamed kernel also walks rows with one stride (a cursor
+// per CTA); other layouts take the registers schedule, which splits each row index over the
+// leading dimensions.
+bool op_streams(const NormProblem& p) {
+  return p.op == NormOp::kRmsNorm && p.row_dims.count == 1 && p.has_weight &&
+         dtype_size(p.w_dtype) > dtype_size(p.x_dtype);
+}
+
+// Rows of fewer lanes keep the registers schedule even with a float32 weight: 1.05-1.14x faster
+// than every streamed shape at N=128 and 512 (8 and 32 lanes), where rows of 64 lanes (N=1024)
+// and more streamed 1.02-1.04x faster than the registers kernel at M >= 16384 (H200,
+// streamed_shapes.txt).
+constexpr int kStreamedMinLanes = 64;
 
 // Whether the registers schedule plays kRegistersLanesPerThread lanes a thread
 // (kernels/norm_row_group.cuh, kLanes): where its kernel folds them (vector I/O, the RMSNorm
@@ -82,8 +96,11 @@ struct StreamedShape {
 };
 
 // Stages and CTAs per SM of a streamed plan: the resident shape whose bytes in flight (the rows
-// its stages fetch, whole device) come closest to kStreamedBytesInFlight (by ratio), more CTAs
-// first on a tie. Empty (stages == 0) when two stages do not fit in one CTA's shared memory.
+// its stages fetch beside the one each CTA reads, whole device) come closest to
+// kStreamedBytesInFlight (by ratio), more CTAs and fewer stages first on a tie: a CTA's row
+// barrier then stalls fewer of the SM's warps, and a small batch gives each CTA's pipeline
+// fewer rows to fill and drain. Empty (stages == 0) when two stages do not fit in one CTA's
+// shared memory.
 StreamedShape streamed_shape(const NormProblem& p, const DeviceInfo& d, int chunks_per_thread,
                              int block_threads, int rows_per_cta) {
   const int64_t group_bytes = int64_t{rows_per_cta} * p.cols * dtype_size(p.x_dtype);
@@ -98,7 +115,7 @@ StreamedShape streamed_shape(const NormProblem& p, const DeviceInfo& d, int chun
           ctas * (per_cta + d.reserved_smem_per_block) > d.max_smem_per_sm) {
         continue;
       }
-      const double in_flight = static_cast<double>(d.sm_count) * ctas * stages * group_bytes;
+      const double in_flight = static_cast<double>(d.sm_count) * ctas * (stages - 1) * group_bytes;
       const double distance = std::fabs(std::log(in_flight / kStreamedBytesInFlight));
       if (best.stages == 0 || distance < best_distance - 1e-9) {
         best = {stages, static_cast<int>(smem), static_cast<int>(ctas)};
@@ -319,7 +336,8 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     plan.grid = groups;
     const int64_t needed = ceil_div(plan.chunks_per_row, plan.threads_per_row);
     // The streamed kernels are instantiated for up to kMaxChunksPerThread chunks per thread.
-    const StreamedShape streamed = op_streams(p) && plan.vector_io && needed <= kMaxChunksPerThread
+    const StreamedShape streamed = op_streams(p) && plan.threads_per_row >= kStreamedMinLanes &&
+                                           plan.vector_io && needed <= kMaxChunksPerThread
                                        ? streamed_shape(p, device, static_cast<int>(needed),
                                                         plan.block_threads, plan.rows_per_cta)
                                        : StreamedShape{};
@@ -466,7 +484,10 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     if (c != 1 && c != 2) return "chunks_per_thread must be 1 or 2";
     if (static_cast<int64_t>(c) * tpr < plan.chunks_per_row) return "registers do not hold the row";
   } else if (streamed) {
-    if (!op_streams(p)) return "the streamed variant is rmsnorm's only, on rows of one stride";
+    if (!op_streams(p)) {
+      return "the streamed variant is rmsnorm's only, with a float32 weight on 16-bit rows of one "
+             "stride";
+    }
     if (!plan.vector_io) return "the streamed variant needs vector I/O";
     if (c > kMaxChunksPerThread) return "streamed chunks_per_thread must be at most 2";
     if (static_cast<int64_t>(c - 1) * tpr >= plan.chunks_per_row ||

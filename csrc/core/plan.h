@@ -48,12 +48,15 @@ inline constexpr int kMaxStages = 4;
 // issue-bound (ncu, H200: 0.89 warps issued per scheduler per cycle). So at most 1024 of their
 // threads share an SM.
 inline constexpr int kStreamedThreadsPerSm = 1024;
-// Bytes of rows the streamed CTAs of the whole device keep in flight (stages x CTAs x row-group
-// bytes): about the H200's bandwidth-delay product (4.3 TB/s x ~1.6 us). Measured on the H200
-// (bench/schedules, 2026-11-30): the fastest (stages, CTAs per SM) of every large case kept
-// 6.3-8.7 MB in flight, and 11-13 MB ran up to 25% slower (N=4096: 283 us at 6.3 MB, 359 us at
-// 12.7 MB). A Blackwell value is not measured.
-inline constexpr int64_t kStreamedBytesInFlight = 7 << 20;
+// Bytes of rows the streamed CTAs of the whole device keep in flight while each reads one row
+// group from shared memory: (stages - 1) x CTAs x row-group bytes, the stage being read not
+// counted. Measured on the H200 (bench/results/nvidia-h200/streamed_shapes.txt: rmsnorm, bf16 rows,
+// float32 weight, N 2048-16384, M 1024-65536, every resident (stages, CTAs per SM)): the planner
+// then picks 2 stages and the most CTAs near 3 MiB, 1.02-1.16x faster than its earlier rule
+// (all stages counted, 7 MiB: 3 stages of one CTA at N=8192, M=1024 12.16 us against 10.53 for
+// 2 stages of two) where small batches gave each CTA few rows, and within 1% of the fastest
+// shape at large M. A Blackwell value is not measured.
+inline constexpr int64_t kStreamedBytesInFlight = 3 << 20;
 // The tile schedule (kernels/norm_tile.cuh) runs a row on threads_per_row / kTileLanesPerThread
 // threads, each playing kTileLanesPerThread lanes of the row's reduction layout (the same
 // chunks, sums and tree as threads_per_row threads: the same bits) with up to

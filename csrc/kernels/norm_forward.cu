@@ -11,8 +11,8 @@
 //   norm_cluster_kernel           cluster (kernels/norm_cluster.cuh): a cluster of CTAs per long
 //                                 row, one slice each, the slices' sums exchanged in DSMEM.
 //   norm_streamed_kernel          streamed (kernels/norm_streamed.cuh): persistent CTAs keep rows
-//                                 in flight through cp.async; large rmsnorm batches of rows too
-//                                 long for the tile.
+//                                 in flight through cp.async; large rmsnorm batches with a
+//                                 float32 weight on 16-bit rows, which the tile does not take.
 //
 // Row ownership is the same in all of them (see core/plan.h): chunk c of a row belongs to lane
 // c % threads_per_row, which sums its chunks in increasing order before device::row_reduce()
@@ -121,7 +121,9 @@ SelectedKernel select_variant(const NormPlan& plan) {
       }
       break;
     case KernelVariant::kStreamed:
-      if constexpr (kVector && !Op::kAddsResidual) {  // never planned otherwise (plan_violation)
+      // Never planned otherwise (op_streams in core/plan.cpp): rmsnorm, vector I/O, a weight
+      // wider than x.
+      if constexpr (kVector && !Op::kAddsResidual && (sizeof(W) > sizeof(T))) {
         switch (plan.chunks_per_thread) {
           case 1:
             return smem_kernel<norm_streamed_kernel<T, W, Op, 1>>();

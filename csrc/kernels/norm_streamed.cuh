@@ -1,8 +1,10 @@
-// The `streamed` schedule, for large rmsnorm batches: persistent CTAs, each looping over row
-// groups blockIdx.x, blockIdx.x + gridDim.x, ... with `stages` groups in flight. cp.async copies
-// each thread's own chunks of x into its own shared-memory slots, so no barrier guards a slot;
-// the only barrier is the row reduction's. (The fused op does not stream: its registers schedule
-// holds both of its streams and was faster at every size; see op_streams() in core/plan.cpp.)
+// The `streamed` schedule, for large rmsnorm batches with a float32 weight on 16-bit rows (the
+// tile does not take that weight): persistent CTAs, each looping over row groups blockIdx.x,
+// blockIdx.x + gridDim.x, ... with `stages` groups in flight, the weight converted into shared
+// memory once per CTA. cp.async copies each thread's own chunks of x into its own shared-memory
+// slots, so no barrier guards a slot; the only barrier is the row reduction's. (Narrower weights
+// and the fused op do not stream: their registers schedule was faster at every size; see
+// op_streams() in core/plan.cpp.)
 //
 // At the copy ceiling an SM must consume a 16-byte chunk about every second cycle, so
 // instructions per chunk bound this kernel as much as bytes in flight do: the first version
@@ -50,6 +52,7 @@ __device__ __forceinline__ V read_slots(const uint4* slot, int stride) {
 template <typename T, typename W, typename Op, int kChunks>
 __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(const KernelParams p) {
   static_assert(!Op::kAddsResidual, "the streamed schedule runs rmsnorm only");
+  static_assert(sizeof(W) > sizeof(T), "a weight wider than x only (op_streams in core/plan.cpp)");
   using Row = NormRow<T, W, Op, /*kVector=*/true>;
   using Acc = typename Row::Acc;
   using XVec = typename Row::XVec;

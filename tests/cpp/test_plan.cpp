@@ -199,8 +199,12 @@ TEST(MakePlan, SharedMemorySchedulesOnlyForAlignedBatchesOfSeveralRowGroupsPerSm
     const int64_t groups = (c.problem.rows + plan.rows_per_cta - 1) / plan.rows_per_cta;
     const int64_t chunks = plan.chunks_per_row;
     const bool rmsnorm = c.problem.op == NormOp::kRmsNorm;
+    const bool wide_weight =
+        c.problem.has_weight && dtype_size(c.problem.w_dtype) > dtype_size(c.problem.x_dtype);
     if (streamed) {
       if (!rmsnorm) return "the fused op streamed";
+      if (!wide_weight) return "streamed with a weight no wider than x";
+      if (plan.threads_per_row < 64) return "streamed rows of fewer than 64 lanes";
       if (!plan.vector_io) return "streamed without vector I/O";
       if (plan.chunks_per_thread > kMaxChunksPerThread) return "streamed past the instantiations";
       // Persistent and fully resident: a whole number of CTAs per SM, each with >1 group.
@@ -240,15 +244,15 @@ TEST(MakePlan, SharedMemorySchedulesOnlyForAlignedBatchesOfSeveralRowGroupsPerSm
       }
     }
     // 2^20 rows: far past the resident CTAs. Every aligned row the tile folds takes it
-    // (rmsnorm), shorter 16-bit rows up to 16384 stream.
+    // (rmsnorm); 16-bit rows of 64 to 1024 lanes with a float32 weight stream; other short rows
+    // keep the registers schedule.
     const bool many = rmsnorm && plan.vector_io && c.problem.rows == (int64_t{1} << 20);
-    const bool narrow_weight =
-        !c.problem.has_weight || dtype_size(c.problem.w_dtype) <= dtype_size(c.problem.x_dtype);
-    const bool foldable = chunks > 128 && chunks <= 2048 && narrow_weight;
+    const bool foldable = chunks > 128 && chunks <= 2048 && !wide_weight;
     if (many && foldable && !tile) return "not tile where it fits";
-    if (many && !foldable && c.problem.cols <= 16384 && dtype_size(c.problem.x_dtype) == 2 &&
-        !streamed) {
-      return "not streamed where it fits";
+    const bool streams = wide_weight && chunks > 64 && chunks <= 2048;
+    if (many && streams != streamed) return streamed ? "streamed a short row" : "not streamed";
+    if (many && chunks <= 128 && !streams && plan.variant != KernelVariant::kRowInRegisters) {
+      return "a short row off the registers schedule";
     }
     return nullptr;
   });
@@ -279,16 +283,38 @@ TEST(MakePlan, RegistersUntilThreeTileRowGroupsPerSmOrOneFor1024Lanes) {
 }
 
 TEST(MakePlan, RegistersUntilEachStreamedCtaGetsThreeRowGroups) {
-  // bf16 N=1024 (64 lanes: too few to fold): 128-thread CTAs of 2 rows; the streamed shape is 7
-  // CTAs per SM (924 on 132 SMs) of 2 stages.
+  // bf16 N=1024 with a float32 weight (64 lanes): 128-thread CTAs of 2 rows; the streamed shape
+  // is 6 CTAs per SM (792 on 132 SMs) of 2 stages: 3 MiB in flight beside the rows being read.
   auto plan = [](int64_t m) {
     return make_plan(
-        problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 1024, m, kLayouts[0]), hopper());
+        problem(DType::kBFloat16, Weight::kFloat32, NormOp::kRmsNorm, 1024, m, kLayouts[0]),
+        hopper());
   };
-  EXPECT_EQ(plan(5542).variant, KernelVariant::kRowInRegisters);
-  EXPECT_EQ(plan(5543).variant, KernelVariant::kStreamed);
-  EXPECT_EQ(plan(5543).grid, 7 * hopper().sm_count);
-  EXPECT_EQ(plan(5543).stages, 2);
+  EXPECT_EQ(plan(4750).variant, KernelVariant::kRowInRegisters);
+  EXPECT_EQ(plan(4751).variant, KernelVariant::kStreamed);
+  EXPECT_EQ(plan(4751).grid, 6 * hopper().sm_count);
+  EXPECT_EQ(plan(4751).stages, 2);
+}
+
+TEST(MakePlan, OnlyAFloat32WeightOn16BitRowsOf64LanesOrMoreStreams) {
+  // The registers schedule beat every streamed shape for short rows with a weight no wider than
+  // x, none, float32 rows, and a float32 weight on rows of fewer than 64 lanes (H200,
+  // bench/results/nvidia-h200/streamed_shapes.txt); the tile takes longer rows of narrow weights.
+  for (int64_t n : {64, 128, 256, 512, 1024}) {
+    for (Weight w : {Weight::kNone, Weight::kSame, Weight::kFloat32}) {
+      for (DType x : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+        const NormProblem p = problem(x, w, NormOp::kRmsNorm, n, int64_t{1} << 20, kLayouts[0]);
+        const NormPlan plan = make_plan(p, hopper());
+        SCOPED_TRACE(describe(plan, p, hopper()));
+        const bool streams = w == Weight::kFloat32 && x != DType::kFloat32 && n >= 1024;
+        // (float32 rows of 1024 elements are 128 lanes, which the tile takes.)
+        const bool tile = x == DType::kFloat32 && n >= 1024;
+        EXPECT_EQ(plan.variant, streams ? KernelVariant::kStreamed
+                                : tile  ? KernelVariant::kTile
+                                        : KernelVariant::kRowInRegisters);
+      }
+    }
+  }
 }
 
 NormProblem bf16(int64_t n, int64_t m, int x_align = 256) {
@@ -296,19 +322,27 @@ NormProblem bf16(int64_t n, int64_t m, int x_align = 256) {
   return problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, n, m, l);
 }
 
+// bf16 rows with a float32 weight: the streamed schedule's.
+NormProblem w32(int64_t n, int64_t m, int x_align = 256, NormOp op = NormOp::kRmsNorm) {
+  Layout l{"", x_align, 256, 0, 0};
+  return problem(DType::kBFloat16, Weight::kFloat32, op, n, m, l);
+}
+
 NormProblem fused_bf16(int64_t n, int64_t m) {
   return problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, n, m, kLayouts[0]);
 }
 
 // M rows as a [M / 4, 4, N] view whose outer stride skips a gap (two leading dimensions).
-NormProblem head_view_bf16(int64_t n, int64_t m) {
-  NormProblem p = bf16(n, m);
+NormProblem head_view_of(NormProblem p) {
   p.row_dims.count = 2;
   p.row_dims.size[0] = 4;
-  p.row_dims.size[1] = (m + 3) / 4;
-  p.x_strides = p.out_strides = RowStrides{{n, 5 * n}};
+  p.row_dims.size[1] = (p.rows + 3) / 4;
+  p.x_strides = p.out_strides = RowStrides{{p.cols, 5 * p.cols}};
   return p;
 }
+
+NormProblem head_view_bf16(int64_t n, int64_t m) { return head_view_of(bf16(n, m)); }
+NormProblem w32_head_view(int64_t n, int64_t m) { return head_view_of(w32(n, m)); }
 
 // A schedule's CTA shape for rows of N bf16 elements: their lanes, the CTA's threads and rows.
 struct Expected {
@@ -408,18 +442,27 @@ TEST(MakePlan, RegistersThreadsPlayTwoLanesInRowsOf512LanesOrMore) {
 }
 
 TEST(MakePlan, StreamedBytesInFlightNearTheTargetWhereAShapeAllowsIt) {
-  // Row groups of 4 KiB (rows too short to fold): some resident shape lands within a factor 1.5
-  // of the target, and the planner must find it.
-  for (int64_t n : {256, 512, 1024}) {
+  // bf16 rows with a float32 weight: some resident shape keeps within a factor 1.5 of the target
+  // in flight beside the row group each CTA reads (stages - 1 per CTA), and the planner must find
+  // it, with 2 stages: more CTAs before more stages.
+  for (int64_t n : {1024, 2048, 3072, 4096, 8192, 12288, 16384}) {
     const NormProblem p =
-        problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, n, 65536, kLayouts[0]);
+        problem(DType::kBFloat16, Weight::kFloat32, NormOp::kRmsNorm, n, 65536, kLayouts[0]);
     const NormPlan plan = make_plan(p, hopper());
     SCOPED_TRACE(describe(plan, p, hopper()));
     ASSERT_EQ(plan.variant, KernelVariant::kStreamed);
+    EXPECT_EQ(plan.stages, 2);
     const double in_flight =
-        static_cast<double>(plan.grid) * plan.stages * plan.rows_per_cta * n * 2;
+        static_cast<double>(plan.grid) * (plan.stages - 1) * plan.rows_per_cta * n * 2;
     EXPECT_LT(std::fabs(std::log(in_flight / kStreamedBytesInFlight)), std::log(1.5));
   }
+  // N=8192: 2 stages of 2 CTAs an SM (the earlier rule's 3 stages of one were 1.04-1.16x slower
+  // up to M=4096, H200).
+  EXPECT_EQ(make_plan(problem(DType::kBFloat16, Weight::kFloat32, NormOp::kRmsNorm, 8192, 4096,
+                              kLayouts[0]),
+                      hopper())
+                .grid,
+            2 * hopper().sm_count);
 }
 
 TEST(MakePlan, FusedOpNeverStreamsAndTakesTheTileOnlyWhereItsRegistersCtasAreWeak) {
@@ -876,23 +919,26 @@ TEST(PlanViolation, CatchesBrokenPlans) {
           {"chunk not 16 bytes", bf16(4096, 17), bf16(4096, 17), gpu,
            [](NormPlan& p) { p.chunk_elems = 4; }},
           {"cpu plan for another M", bf16(4096, 17), bf16(4096, 18), cpu, [](NormPlan&) {}},
-          {"streamed with 5 stages", bf16(1024, 65536), bf16(1024, 65536), gpu,
+          {"streamed with 5 stages", w32(1024, 65536), w32(1024, 65536), gpu,
            [](NormPlan& p) { p.stages = 5; }},
-          {"streamed smem not matching its layout", bf16(1024, 65536), bf16(1024, 65536), gpu,
+          {"streamed smem not matching its layout", w32(1024, 65536), w32(1024, 65536), gpu,
            [](NormPlan& p) { p.smem_bytes -= 16; }},
-          {"streamed plan used on an unaligned base", bf16(1024, 65536), bf16(1024, 65536, 2), gpu,
+          {"streamed plan used on an unaligned base", w32(1024, 65536), w32(1024, 65536, 2), gpu,
            [](NormPlan&) {}},
-          {"streamed with too few slots", bf16(1024, 65536), bf16(1024, 65536), gpu,
+          {"streamed with too few slots", w32(1024, 65536), w32(1024, 65536), gpu,
            [](NormPlan& p) { p.chunks_per_thread = 1; }},
-          {"streamed with 3 chunks per thread", bf16(1024, 65536), bf16(1024, 65536), gpu,
+          {"streamed with 3 chunks per thread", w32(1024, 65536), w32(1024, 65536), gpu,
            [](NormPlan& p) { p.chunks_per_thread = 3; }, "at most 2"},
           {"stages on a register plan", bf16(4096, 17), bf16(4096, 17), gpu,
            [](NormPlan& p) { p.stages = 2; }},
-          {"rmsnorm's streamed plan used for the fused op", bf16(1024, 65536),
-           fused_bf16(1024, 65536), gpu, [](NormPlan&) {}, "rmsnorm's only"},
-          {"more CTAs than row groups", bf16(1024, 65536), bf16(1024, 65536), gpu,
+          {"rmsnorm's streamed plan used for the fused op", w32(1024, 65536),
+           w32(1024, 65536, 256, NormOp::kFusedAddRmsNorm), gpu, [](NormPlan&) {},
+           "rmsnorm's only"},
+          {"streamed plan used on rows with a weight no wider than x", w32(1024, 65536),
+           bf16(1024, 65536), gpu, [](NormPlan&) {}, "float32 weight on 16-bit rows"},
+          {"more CTAs than row groups", w32(1024, 65536), w32(1024, 65536), gpu,
            [](NormPlan& p) { p.grid = 32769; }},
-          {"streamed plan used on a head view", bf16(1024, 65536), head_view_bf16(1024, 65536), gpu,
+          {"streamed plan used on a head view", w32(1024, 65536), w32_head_view(1024, 65536), gpu,
            [](NormPlan&) {}, "one stride"},
           {"tile with one lane per thread", bf16(4096, 4097), bf16(4096, 4097), gpu,
            [](NormPlan& p) { p.lanes_per_thread = 1; }, "lanes_per_thread"},

@@ -136,14 +136,16 @@ def test_cuda_backward_sweep(combo, m, n, gen):
 @pytest.mark.parametrize("n", [64, 4096, 16384, 32768, 131072])
 @pytest.mark.parametrize("m", [1, 4096])
 @pytest.mark.parametrize("layout", ["dense", "padded"])
-def test_cuda_forward_saves_stats_in_every_schedule(n, m, layout, gen):
-    """rmsnorm_forward runs rmsnorm's plan (registers, tile, streamed, cluster, two_pass) and
-    writes each row's rstd: out is rmsnorm's bit for bit, rstd within one float32 ulp."""
+@pytest.mark.parametrize("wdtype", [torch.bfloat16, torch.float32], ids=["w16", "w32"])
+def test_cuda_forward_saves_stats_in_every_schedule(n, m, layout, wdtype, gen):
+    """rmsnorm_forward runs rmsnorm's plan (registers, tile, streamed: a float32 weight, cluster,
+    two_pass) and writes each row's rstd: out is rmsnorm's bit for bit, rstd within one float32
+    ulp."""
     if m * n > 1 << 28:
         m = (1 << 28) // n
     x = padded_rows(m, n, torch.bfloat16, "cuda", pad=8 if layout == "padded" else 0, generator=gen)
     x.copy_(torch.randn(m, n, generator=gen).to(torch.bfloat16))
-    w = (1 + 0.5 * torch.randn(n, generator=gen)).to(torch.bfloat16).to("cuda")
+    w = (1 + 0.5 * torch.randn(n, generator=gen)).to(wdtype).to("cuda")
     y, rstd = oink.rmsnorm_forward(x, w, EPS)
     assert torch.equal(y, oink.rmsnorm(x, w, EPS)), oink.explain(x, w).variant
     exact = torch.rsqrt(x.double().pow(2).mean(-1) + EPS)

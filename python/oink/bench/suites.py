@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-SUITES = ("decode", "mid", "dsv3", "large", "large_n", "quack", "sweep", "variants")
+SUITES = ("decode", "mid", "dsv3", "large", "large_n", "quack", "short", "sweep", "variants")
 
 # Timing regimes (GUIDE §3): isolated calls over rotating buffers larger than 2x L2 (HBM-cold);
 # L2-warm (few buffer sets); between GEMMs (the marginal cost of a norm in a chain of cuBLAS GEMMs).
@@ -39,6 +39,9 @@ _GPU = {
     "large_n": (_pow2(16384, 262144), [1, 16, 256, 1024, 4096]),
     # Quack's published suite: N = 4096, M = 8K ... 512K.
     "quack": ([4096], _pow2(8192, 524288)),
+    # Short rows in large batches: a head's QK-norm over contiguous [tokens x heads, head_dim]
+    # (128, 256), and the rows too short for the tile (up to 1024 at 16 bits).
+    "short": ([128, 256, 512, 1024], [16384, 65536, 262144]),
     # The scaling picture: N = 1024 ... 262144 at a few M.
     "sweep": (_pow2(1024, 262144), [1, 256, 4096]),
     # fp16, a float32 weight and padded rows on a few shapes (the matrix's variants).
@@ -52,6 +55,7 @@ _GPU_QUICK = {
     "large": ([4096, 16384], [4096, 65536]),
     "large_n": ([32768, 262144], [1024]),
     "quack": ([4096], [8192, 131072]),
+    "short": ([128, 1024], [65536]),
     "sweep": ([1024, 16384, 262144], [1, 4096]),
     "variants": ([7168], [1, 4096]),
 }
@@ -64,6 +68,7 @@ _CPU = {
     "large": ([4096, 16384], [256]),
     "large_n": ([32768, 65536], [16]),
     "quack": ([4096], _pow2(256, 2048)),
+    "short": ([128, 1024], [1024, 4096]),
     "sweep": (_pow2(1024, 32768), [1, 64]),
     "variants": ([4096], [1, 256]),
 }
@@ -75,6 +80,7 @@ _CPU_QUICK = {
     "large": ([16384], [64]),
     "large_n": ([32768], [8]),
     "quack": ([4096], [256, 1024]),
+    "short": ([128], [1024]),
     "sweep": ([1024, 8192, 32768], [1, 64]),
     "variants": ([4096], [1, 64]),
 }
