@@ -45,6 +45,20 @@ bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
 // 661 us).
 constexpr int64_t kStreamedMinGroupsPerCta = 3;
 
+// A tile thread holds its 8 chunks of the weight in registers (32 of them for a 16-bit weight,
+// or a float32 weight on float32 rows); a float32 weight on 16-bit rows waits in shared memory
+// (tile_weight_slots), which the tile and the cluster can run (a hand-made plan: the schedule
+// sweep, plan_violation) but the planner does not choose. The tile with that weight was 5.5x
+// slower than the streamed schedule (H200, bench/schedules, rmsnorm bf16 rows, N=7168, M=4096:
+// 175.2 against 31.8 us; N=8192: 177.0 against 36.1): each of its CTAs fills the weight's
+// slots from L2 for about one row (Nsight Compute, docs/kernels.md, "tile"). The cluster's
+// slices would fill them once a row too; so long rows with that weight keep two_pass, as
+// measured before.
+bool smem_weight_pays(const NormProblem& p) {
+  return !p.has_weight || dtype_size(p.w_dtype) <= dtype_size(p.x_dtype) ||
+         p.op == NormOp::kLayerNorm;  // read at the store, never in shared memory
+}
+
 // rmsnorm with a float32 weight on 16-bit rows only, the rows the tile does not take
 // (smem_weight_pays): the streamed CTAs convert that weight into shared memory once, where the
 // registers kernel reads its 2x x's bytes from L2 for every row. With a weight no wider than x
@@ -59,8 +73,7 @@ constexpr int64_t kStreamedMinGroupsPerCta = 3;
 // per CTA); other layouts take the registers schedule, which splits each row index over the
 // leading dimensions.
 bool op_streams(const NormProblem& p) {
-  return p.op == NormOp::kRmsNorm && p.row_dims.count == 1 && p.has_weight &&
-         dtype_size(p.w_dtype) > dtype_size(p.x_dtype);
+  return p.op == NormOp::kRmsNorm && p.row_dims.count == 1 && !smem_weight_pays(p);
 }
 
 // Rows of fewer lanes keep the registers schedule even with a float32 weight: 1.05-1.14x faster
@@ -142,20 +155,6 @@ TileShape tile_shape(int threads_per_row, int64_t rows) {
   shape.block_threads = threads * shape.rows_per_cta;
   shape.groups = ceil_div(rows, shape.rows_per_cta);
   return shape;
-}
-
-// A tile thread holds its 8 chunks of the weight in registers (32 of them for a 16-bit weight,
-// or a float32 weight on float32 rows); a float32 weight on 16-bit rows waits in shared memory
-// (tile_weight_slots), which the tile and the cluster can run (a hand-made plan: the schedule
-// sweep, plan_violation) but the planner does not choose. The tile with that weight was 5.5x
-// slower than the streamed schedule (H200, bench/schedules, rmsnorm bf16 rows, N=7168, M=4096:
-// 175.2 against 31.8 us; N=8192: 177.0 against 36.1): each of its CTAs fills the weight's
-// slots from L2 for about one row (Nsight Compute, docs/kernels.md, "tile"). The cluster's
-// slices would fill them once a row too; so long rows with that weight keep two_pass, as
-// measured before.
-bool smem_weight_pays(const NormProblem& p) {
-  return !p.has_weight || dtype_size(p.w_dtype) <= dtype_size(p.x_dtype) ||
-         p.op == NormOp::kLayerNorm;  // read at the store, never in shared memory
 }
 
 // The tile schedule: rows of 16-byte chunks whose reduction layout it can fold (at least
