@@ -25,8 +25,8 @@ CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 278528, 52428
 # Large batches: registers (64: 16 rows per CTA), tile (4096: 2 rows per CTA, rmsnorm; 6144 and
 # 16384: both ops, 128 and 256 threads), a cluster per row (65536: one slice a CTA for rmsnorm,
 # two for the fused op's batch of 16 slices per SM and more); with a float32 weight on 16-bit
-# rows, rmsnorm streams from 1024 (persistent CTAs of 128 threads, 2 rows each; 4096 to 16384:
-# 256 to 1024 threads, one row).
+# rows, rmsnorm streams at 1024 (persistent CTAs of 128 threads, 2 rows each), and the tile and
+# the cluster hold that weight in registers from 4096 on.
 LARGE_N = [64, 1024, 4096, 6144, 16384, 65536]
 # rmsnorm_backward: rows shorter than a warp (7, 64), one and two chunks a thread with the next
 # row prefetched (1000 element-wise, 4096), four chunks (12000, 16384; float32 8192), element-wise

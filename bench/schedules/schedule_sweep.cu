@@ -142,13 +142,10 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
     return plan;
   };
   out.push_back({"registers", widened(1, p.op, p.w_dtype)});  // the per-row schedule
-  // The tile's shape from the plan of a weight no wider than x (the planner does not choose the
-  // tile for a wider one yet); its shared memory is this problem's (widened: the weight's slots).
-  // LayerNorm's own (its float32 weight and bias are read at the store, not held).
-  const DType narrow = dtype_size(p.w_dtype) > dtype_size(p.x_dtype) ? p.x_dtype : p.w_dtype;
-  const NormPlan many = p.op == NormOp::kLayerNorm
-                            ? widened(int64_t{1} << 20, p.op, p.w_dtype)
-                            : widened(int64_t{1} << 20, NormOp::kRmsNorm, narrow);
+  // The tile's shape from rmsnorm's plan of many rows (the fused op's shared memory is its own:
+  // widened); LayerNorm's own (its float32 weight and bias are read at the store, not held).
+  const NormPlan many =
+      widened(int64_t{1} << 20, p.op == NormOp::kLayerNorm ? p.op : NormOp::kRmsNorm, p.w_dtype);
   if (many.variant == KernelVariant::kTile) {
     out.push_back({"tile", many});
     NormPlan no_pdl_tile = many;
@@ -157,9 +154,13 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   }
   // The streamed layout of this op and row: one lane per thread, its slots per thread.
   NormPlan streamed = widened(1, p.op, p.w_dtype);
-  // (Compiled for rmsnorm with a weight wider than x only: op_streams in core/plan.cpp.)
+  // (Compiled for rmsnorm with a weight wider than x on rows of 64-127 lanes only: op_streams
+  // and streamed_lanes in core/plan.cpp; the tile takes longer rows.)
   const bool wide_weight = p.has_weight && dtype_size(p.w_dtype) > dtype_size(p.x_dtype);
-  if (p.op != NormOp::kRmsNorm || !wide_weight || !streamed.vector_io || p.rows <= 256) return out;
+  if (p.op != NormOp::kRmsNorm || !wide_weight || !streamed.vector_io || p.rows <= 256 ||
+      streamed.threads_per_row >= kTileMinThreadsPerRow) {
+    return out;
+  }
   streamed.variant = KernelVariant::kStreamed;
   streamed.lanes_per_thread = 1;  // one lane a thread (the registers plan may fold two)
   streamed.block_threads = streamed.threads_per_row * streamed.rows_per_cta;
@@ -255,8 +256,8 @@ int main(int argc, char** argv) {
       for (const auto& s : shapes) cases.push_back({op, s[0], s[1]});
       for (const auto& s : long_rows) cases.push_back({op, s[0], s[1]});
     }
-    // rmsnorm with a float32 weight, where the streamed kernel trails Quack (0.88-0.92x): the
-    // tile with that weight in shared memory against it.
+    // rmsnorm with a float32 weight on bf16 rows: the tile, holding it in registers as float32,
+    // against the registers kernel.
     const int64_t w32_shapes[][2] = {{7168, 4096}, {8192, 4096}, {7168, 16384}, {8192, 16384}};
     for (const auto& s : w32_shapes)
       cases.push_back({NormOp::kRmsNorm, s[0], s[1], DType::kFloat32});

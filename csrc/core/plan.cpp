@@ -45,42 +45,42 @@ bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
 // 661 us).
 constexpr int64_t kStreamedMinGroupsPerCta = 3;
 
-// A tile thread holds its 8 chunks of the weight in registers (32 of them for a 16-bit weight,
-// or a float32 weight on float32 rows); a float32 weight on 16-bit rows waits in shared memory
-// (tile_weight_slots), which the tile and the cluster can run (a hand-made plan: the schedule
-// sweep, plan_violation) but the planner does not choose. The tile with that weight was 5.5x
-// slower than the streamed schedule (H200, bench/schedules, rmsnorm bf16 rows, N=7168, M=4096:
-// 175.2 against 31.8 us; N=8192: 177.0 against 36.1): each of its CTAs fills the weight's
-// slots from L2 for about one row (Nsight Compute, docs/kernels.md, "tile"). The cluster's
-// slices would fill them once a row too; so long rows with that weight keep two_pass, as
-// measured before.
-bool smem_weight_pays(const NormProblem& p) {
-  return !p.has_weight || dtype_size(p.w_dtype) <= dtype_size(p.x_dtype) ||
-         p.op == NormOp::kLayerNorm;  // read at the store, never in shared memory
+// A float32 weight on 16-bit rows: twice x's bytes a chunk. The tile and the cluster hold it in
+// registers as float32 (norm_tile.cuh: 64 registers a thread, kernels compiled for 128); the
+// streamed kernel converts it into shared memory once a CTA.
+bool weight_wider_than_x(const NormProblem& p) {
+  return p.has_weight && dtype_size(p.w_dtype) > dtype_size(p.x_dtype);
 }
 
-// rmsnorm with a float32 weight on 16-bit rows only, the rows the tile does not take
-// (smem_weight_pays): the streamed CTAs convert that weight into shared memory once, where the
-// registers kernel reads its 2x x's bytes from L2 for every row. With a weight no wider than x
-// (or none, or float32 rows) the registers schedule was faster at every streamed shape measured
-// (H200, bench/results/nvidia-h200/streamed_shapes.txt, rows of 64-1024 elements, M=16384-262144:
-// 1.006-1.20x; bf16 N=256, M=262144: 65.6 against 78.8 us), so those kernels are not compiled.
-// The fused op's registers schedule holds x, the residual and the weight of a row in registers
-// with every load issued first (norm_row_group.cuh), twice rmsnorm's bytes in flight per thread,
-// and it beat the streamed schedule at every measured size (H200, 2026-11-30, best streamed
-// shape in parentheses: N=4096, M=65536: 528.5 us (563.2); N=7168, M=65536: 913.4 (960.1);
-// N=4096, M=1024: 10.11 (10.19)). The streamed kernel also walks rows with one stride (a cursor
-// per CTA); other layouts take the registers schedule, which splits each row index over the
-// leading dimensions.
+// rmsnorm with a float32 weight on 16-bit rows only (and, in make_plan, rows of
+// kStreamedMinLanes lanes or more but too few for the tile: 64-127, N 520-1024): the streamed
+// CTAs convert that weight into shared memory once, where the registers kernel reads its 2x x's
+// bytes from L2 for every row. On rows the tile takes, the tile holding that weight in registers
+// beat every streamed shape (H200, bench/results/nvidia-h200/tile_w32.txt, N 2048-16384,
+// M 1024-65536: 1.01-1.16x; N=7168, M=65536: 447.0 against 484.6 us). With a weight no wider than
+// x (or none, or float32 rows) the registers schedule was faster at every streamed shape measured
+// (H200, bench/results/nvidia-h200/streamed_shapes.txt, rows of 64-1024 elements,
+// M=16384-262144: 1.006-1.20x; bf16 N=256, M=262144: 65.6 against 78.8 us), so those kernels
+// are not compiled. The fused op's registers schedule holds x, the residual and the weight of a
+// row in registers with every load issued first (norm_row_group.cuh), twice rmsnorm's bytes in
+// flight per thread, and it beat the streamed schedule at every measured size (H200,
+// 2026-11-30, best streamed shape in parentheses: N=4096, M=65536: 528.5 us (563.2); N=7168,
+// M=65536: 913.4 (960.1); N=4096, M=1024: 10.11 (10.19)). The streamed kernel also walks rows
+// with one stride (a cursor per CTA); other layouts take the registers schedule, which splits
+// each row index over the leading dimensions.
 bool op_streams(const NormProblem& p) {
-  return p.op == NormOp::kRmsNorm && p.row_dims.count == 1 && !smem_weight_pays(p);
+  return p.op == NormOp::kRmsNorm && p.row_dims.count == 1 && weight_wider_than_x(p);
 }
 
 // Rows of fewer lanes keep the registers schedule even with a float32 weight: 1.05-1.14x faster
 // than every streamed shape at N=128 and 512 (8 and 32 lanes), where rows of 64 lanes (N=1024)
-// and more streamed 1.02-1.04x faster than the registers kernel at M >= 16384 (H200,
-// streamed_shapes.txt).
+// streamed 1.02-1.04x faster than the registers kernel at M >= 16384 (H200,
+// streamed_shapes.txt). Rows of kTileMinThreadsPerRow lanes or more take the tile. So a streamed
+// row has 64 to 127 lanes, 65 to 128 chunks: 2 chunks a lane, the one instantiation.
 constexpr int kStreamedMinLanes = 64;
+bool streamed_lanes(int threads_per_row) {
+  return threads_per_row >= kStreamedMinLanes && threads_per_row < kTileMinThreadsPerRow;
+}
 
 // Whether the registers schedule plays kRegistersLanesPerThread lanes a thread
 // (kernels/norm_row_group.cuh, kLanes): where its kernel folds them (vector I/O, the RMSNorm
@@ -172,8 +172,8 @@ bool tile_fits(const NormProblem& p, const DeviceInfo& d, int threads_per_row, i
 
 // The cluster schedule: rows of several slices, one slice per CTA of a cluster (Hopper and
 // later), each CTA a tile of one or two slices (256 threads playing 1024 lanes each). Rows past
-// kMaxClusterSlices slices, element-wise I/O, a weight wider than x (smem_weight_pays) and older
-// GPUs take two_pass, which sums the same slices one after another.
+// kMaxClusterSlices slices, element-wise I/O and older GPUs take two_pass, which sums the same
+// slices one after another.
 constexpr int kClusterCtaThreads = kMaxThreadsPerRow / kTileLanesPerThread;
 
 // A CUDA grid's x dimension: the cluster grid is M x slices CTAs (M itself is at most this).
@@ -247,9 +247,12 @@ int cluster_slices_per_cta(const NormProblem& p, const DeviceInfo& d, int slices
 // kTileMinGroupsPerSm groups per SM: 1024-thread CTAs, one per SM, whose every row barrier idles
 // the SM (N=16384, M=16384: 559.2 against 531.8 us), and rows where half the lanes or more hold
 // one chunk instead of two, their registers idle (N=6144, M=16384: 208.7 against 199.5 us).
+// The same rules held with a float32 weight on bf16 rows (bench/results/nvidia-h200/
+// tile_w32.txt): the fused op's tile at N=6144 and 16384 level with or ahead of its registers
+// kernel (M=65536: 788.6 against 804.8 us), its registers kernel ahead at N=8192 (1042.4 against
+// 1065.8); rmsnorm's tile 1.01-1.16x ahead of every streamed shape from M=1024 at N 2048-16384.
 bool tile_pays(const NormProblem& p, int threads_per_row, int64_t chunks, int64_t groups,
                const DeviceInfo& d) {
-  if (!smem_weight_pays(p)) return false;
   if (p.op != NormOp::kFusedAddRmsNorm) {  // one stream: rmsnorm's measured rule (layernorm too)
     return threads_per_row == kMaxThreadsPerRow ? groups > d.sm_count
                                                 : groups >= kTileMinGroupsPerSm * d.sm_count;
@@ -262,11 +265,7 @@ bool tile_pays(const NormProblem& p, int threads_per_row, int64_t chunks, int64_
 
 int64_t tile_smem_bytes(const NormProblem& p, int block_threads) {
   const int streams = p.op == NormOp::kFusedAddRmsNorm ? 2 : 1;
-  const int weight_slots = p.has_weight
-                               ? tile_weight_slots(dtype_size(p.x_dtype), dtype_size(p.w_dtype),
-                                                   p.op == NormOp::kLayerNorm)
-                               : 0;
-  return int64_t{16} * kTileSlotsPerThread * block_threads * (streams + weight_slots);
+  return int64_t{16} * kTileSlotsPerThread * block_threads * streams;
 }
 
 int64_t streamed_smem_bytes(const NormProblem& p, int chunks_per_thread, int block_threads,
@@ -335,7 +334,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     plan.grid = groups;
     const int64_t needed = ceil_div(plan.chunks_per_row, plan.threads_per_row);
     // The streamed kernels are instantiated for up to kMaxChunksPerThread chunks per thread.
-    const StreamedShape streamed = op_streams(p) && plan.threads_per_row >= kStreamedMinLanes &&
+    const StreamedShape streamed = op_streams(p) && streamed_lanes(plan.threads_per_row) &&
                                            plan.vector_io && needed <= kMaxChunksPerThread
                                        ? streamed_shape(p, device, static_cast<int>(needed),
                                                         plan.block_threads, plan.rows_per_cta)
@@ -352,7 +351,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     } else if (plan.slices > 1) {
       // Every batch size the same way: a long row's reduction is its slices' (see kSliceChunks).
       const int per_cta = cluster_slices_per_cta(p, device, plan.slices);
-      if (cluster_fits(p, device, plan.slices, per_cta, plan.vector_io) && smem_weight_pays(p)) {
+      if (cluster_fits(p, device, plan.slices, per_cta, plan.vector_io)) {
         plan.variant = KernelVariant::kCluster;
         plan.lanes_per_thread = kTileLanesPerThread;
         plan.rows_per_cta = 1;
@@ -486,6 +485,10 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     if (!op_streams(p)) {
       return "the streamed variant is rmsnorm's only, with a float32 weight on 16-bit rows of one "
              "stride";
+    }
+    if (!streamed_lanes(tpr)) {
+      return "the streamed variant takes rows of kStreamedMinLanes lanes up to the tile's "
+             "kTileMinThreadsPerRow (64-127)";
     }
     if (!plan.vector_io) return "the streamed variant needs vector I/O";
     if (c > kMaxChunksPerThread) return "streamed chunks_per_thread must be at most 2";

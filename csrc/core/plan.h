@@ -55,7 +55,8 @@ inline constexpr int kStreamedThreadsPerSm = 1024;
 // then picks 2 stages and the most CTAs near 3 MiB, 1.02-1.16x faster than its earlier rule
 // (all stages counted, 7 MiB: 3 stages of one CTA at N=8192, M=1024 12.16 us against 10.53 for
 // 2 stages of two) where small batches gave each CTA few rows, and within 1% of the fastest
-// shape at large M. A Blackwell value is not measured.
+// shape at large M. (Those rows take the tile since, its float32 weight held in registers; the
+// rule now shapes rows of 64-127 lanes, N 520-1024.) A Blackwell value is not measured.
 inline constexpr int64_t kStreamedBytesInFlight = 3 << 20;
 // The tile schedule (kernels/norm_tile.cuh) runs a row on threads_per_row / kTileLanesPerThread
 // threads, each playing kTileLanesPerThread lanes of the row's reduction layout (the same
@@ -75,17 +76,6 @@ static_assert(kRegistersFoldMinLanes >= 32 * kRegistersLanesPerThread,
 inline constexpr int kTileMaxChunksPerLane = 2;
 inline constexpr int kTileSlotsPerThread = kTileLanesPerThread * kTileMaxChunksPerLane;
 inline constexpr int kTileMinThreadsPerRow = 32 * kTileLanesPerThread;
-// Shared-memory slots per chunk for a tile thread's weight, by element sizes: a weight no wider
-// than x waits in registers (0); a wider one (float32 on 16-bit rows) would take 64 registers,
-// so it is copied into shared memory with x, w / x slots per chunk. LayerNorm's weight (float32,
-// widened by the binding) and bias are read where they are used, at the store (L1 and L2 hits:
-// every row reads the same ones), and take no slot: the shared-memory weight ran 5.5x slower
-// for RMSNorm (core/plan.cpp, smem_weight_pays), and two float32 parameters in registers would
-// take 128. The planner's shared memory (tile_smem_bytes) and the kernel's slot layout
-// (TileThread) both read it from here.
-constexpr int tile_weight_slots(int x_bytes, int w_bytes, bool weight_at_store) {
-  return !weight_at_store && w_bytes > x_bytes ? w_bytes / x_bytes : 0;
-}
 inline constexpr int kTileMaxThreads = kMaxThreadsPerRow / kTileLanesPerThread;
 // Long rows are cut into slices of kSliceChunks chunks (16384 elements of a 16-bit type, 8192 of
 // float32: 32 KB), each reduced like a row of that length (1024 lanes of 2 chunks), and the row's
@@ -194,7 +184,8 @@ int64_t streamed_smem_bytes(const NormProblem& problem, int chunks_per_thread, i
                             int stages);
 
 // Dynamic shared memory of a tile or cluster plan: kTileSlotsPerThread 16-byte slots per thread and
-// stream (x, and the fused op's residual).
+// stream (x, and the fused op's residual). The weight waits in registers (RMSNorm) or is read at
+// the store (LayerNorm's weight and bias): no slot.
 int64_t tile_smem_bytes(const NormProblem& problem, int block_threads);
 
 // Empty if `plan` is consistent with `problem`, otherwise the first broken invariant.

@@ -30,11 +30,11 @@ namespace oink {
 
 // Registers as the tile's: 16-bit rmsnorm slices at 64 per thread, so that 4 one-slice CTAs (or
 // 2 two-slice ones) share an SM (with 1 CTA per SM requested, ptxas took 80 and 3 fit: 8% slower
-// at M >= 1024, H200).
-template <typename T, typename Op>
+// at M >= 1024, H200); 128 with a float32 weight held beside them.
+template <typename T, typename W, typename Op>
 inline constexpr int kClusterMinCtasPerSm =
-    kTileMinCtasPerSm<T, Op>* kTileMaxThreads / kClusterMaxThreads > 0
-        ? kTileMinCtasPerSm<T, Op>* kTileMaxThreads / kClusterMaxThreads
+    kTileMinCtasPerSm<T, W, Op>* kTileMaxThreads / kClusterMaxThreads > 0
+        ? kTileMinCtasPerSm<T, W, Op>* kTileMaxThreads / kClusterMaxThreads
         : 1;
 
 // A CTA holds blockDim.x / kTileMaxThreads slices (core/plan.cpp, cluster_slices_per_cta: two
@@ -44,7 +44,7 @@ inline constexpr int kClusterMinCtasPerSm =
 // nothing, sends nothing). Each group's lane warps fill their own 32 entries of warp_sums, so the
 // groups reduce apart within one barrier, as the tile's row groups do.
 template <typename T, typename W, typename Op>
-__global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, Op>))
+__global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, W, Op>))
     norm_cluster_kernel(const KernelParams p) {
   using Thread = TileThread<T, W, Op>;
   using Row = typename Thread::Row;

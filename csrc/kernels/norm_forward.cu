@@ -12,7 +12,7 @@
 //                                 row, one slice each, the slices' sums exchanged in DSMEM.
 //   norm_streamed_kernel          streamed (kernels/norm_streamed.cuh): persistent CTAs keep rows
 //                                 in flight through cp.async; large rmsnorm batches with a
-//                                 float32 weight on 16-bit rows, which the tile does not take.
+//                                 float32 weight on 16-bit rows too short for the tile.
 //
 // Row ownership is the same in all of them (see core/plan.h): chunk c of a row belongs to lane
 // c % threads_per_row, which sums its chunks in increasing order before device::row_reduce()
@@ -107,7 +107,7 @@ SelectedKernel select_variant(const NormPlan& plan) {
   switch (plan.variant) {
     case KernelVariant::kCluster:
       // Never planned otherwise (plan_violation): vector I/O (any weight: a wider one waits in
-      // shared memory).
+      // registers as float32).
       if constexpr (kVector) {
         return kernel_of(norm_cluster_kernel<T, W, Op>,
                          &allow_large_clusters<norm_cluster_kernel<T, W, Op>>);
@@ -115,21 +115,16 @@ SelectedKernel select_variant(const NormPlan& plan) {
       break;
     case KernelVariant::kTile:
       // Never planned otherwise (plan_violation): vector I/O (a weight wider than x waits in
-      // shared memory; the planner itself does not choose the tile for it yet).
+      // registers as float32).
       if constexpr (kVector) {
         return smem_kernel<norm_tile_kernel<T, W, Op>>();
       }
       break;
     case KernelVariant::kStreamed:
-      // Never planned otherwise (op_streams in core/plan.cpp): rmsnorm, vector I/O, a weight
-      // wider than x.
+      // Never planned otherwise (op_streams and streamed_lanes in core/plan.cpp): rmsnorm,
+      // vector I/O, a weight wider than x, rows of 64-127 lanes: 2 chunks a lane.
       if constexpr (kVector && !Op::kAddsResidual && (sizeof(W) > sizeof(T))) {
-        switch (plan.chunks_per_thread) {
-          case 1:
-            return smem_kernel<norm_streamed_kernel<T, W, Op, 1>>();
-          case 2:
-            return smem_kernel<norm_streamed_kernel<T, W, Op, 2>>();
-        }
+        if (plan.chunks_per_thread == 2) return smem_kernel<norm_streamed_kernel<T, W, Op, 2>>();
       }
       break;
     case KernelVariant::kTwoPass:

@@ -1,5 +1,6 @@
-// The `streamed` schedule, for large rmsnorm batches with a float32 weight on 16-bit rows (the
-// tile does not take that weight): persistent CTAs, each looping over row groups blockIdx.x,
+// The `streamed` schedule, for large rmsnorm batches with a float32 weight on 16-bit rows of 64 to
+// 127 lanes (N 520-1024: too few lanes for the tile, which holds that weight in registers on
+// longer rows): persistent CTAs, each looping over row groups blockIdx.x,
 // blockIdx.x + gridDim.x, ... with `stages` groups in flight, the weight converted into shared
 // memory once per CTA. cp.async copies each thread's own chunks of x into its own shared-memory
 // slots, so no barrier guards a slot; the only barrier is the row reduction's. (Narrower weights
@@ -44,7 +45,8 @@ __device__ __forceinline__ V read_slots(const uint4* slot, int stride) {
 //                                               the same columns every row)
 //   stage  [stages][cpt]
 // Op: RmsNormOp or RmsNormSavingRstdOp (rmsnorm only: see op_streams() in core/plan.cpp).
-// kChunks: the instantiation's capacity (1 or 2), the plan's cpt.
+// kChunks: the instantiation's capacity, the plan's cpt (2: the streamed rows of 64-127 lanes
+// have 65-128 chunks; core/plan.cpp, streamed_lanes).
 // Vector I/O only (the plan guarantees aligned 16-byte chunks).
 // Registers: 64 per thread (at 32, to keep 2048 threads resident, the compiler recomputed
 // addresses every row and the kernel was issue-bound); the planner keeps at most

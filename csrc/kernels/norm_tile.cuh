@@ -36,21 +36,27 @@
 
 namespace oink {
 
-// The weight's chunks wait in registers across the reduction: 8 chunks of a 16-bit weight (32
-// registers), or of a float32 weight on float32 rows. A float32 weight on 16-bit rows (64
-// registers) waits in shared memory instead (tile_weight_slots in core/plan.h).
-inline constexpr int kTileWeightRegisterBytes = kTileSlotsPerThread * 16;
+// The weight's chunks wait in registers across the reduction (RMSNorm family): 8 chunks, 32
+// registers for a 16-bit weight or a float32 weight on float32 rows, 64 for a float32 weight on
+// 16-bit rows, which stays float32 (the leaders hold it the same way: Quack loads it into
+// registers while its x copies fly). LayerNorm reads its weight and bias at the store.
+inline constexpr int kTileWeightRegisterBytes = kTileSlotsPerThread * 32;
 // 16-bit rmsnorm rows are compiled for 64 registers per thread (4 CTAs of 256 threads, or 8 of
-// 128, per SM: enough rows in flight to reach the copy ceiling); the fused op (two streams) and
-// float32 rows (float64 sums) get what they need.
-template <typename T, typename Op>
-inline constexpr int kTileMinCtasPerSm = sizeof(T) == 2 && Op::kStreams == 1 ? 4 : 1;
+// 128, per SM: enough rows in flight to reach the copy ceiling), or 128 where a float32 weight
+// waits in registers beside them (its 64 registers: 2 CTAs of 256 threads, 4 of 128); the fused
+// op (two streams) and float32 rows (float64 sums) get what they need.
+template <typename T, typename W, typename Op>
+inline constexpr bool kTileHoldsWideWeight = sizeof(W) > sizeof(T) && Op::kFamily
+                                                                          != RowFamily::kLayerNorm;
+template <typename T, typename W, typename Op>
+inline constexpr int kTileMinCtasPerSm = sizeof(T) != 2 || Op::kStreams != 1 ? 1
+                                         : kTileHoldsWideWeight<T, W, Op>    ? 2
+                                                                             : 4;
 
 // One thread's share of a tile: the chunks of kTileLanesPerThread lanes of one slice of a row
 // (the whole row in the tile kernel, one CTA's slice in the cluster kernel), staged in this
 // thread's shared-memory slots, with the weight's chunks in registers. Shared memory:
-// [stream][slot s][thread], 16 bytes each; stream 1 is the fused op's residual; then, for a
-// weight wider than x, [slot s][piece q][thread]: chunk s's weight in kWeightPieces slots.
+// [stream][slot s][thread], 16 bytes each; stream 1 is the fused op's residual.
 //
 // Lane j of thread t is lane (t / kGroup) * 32 + t % kGroup + j * kGroup of the slice's `lanes`;
 // its chunks are that lane and that lane + lanes (the second only where the slice has it), at
@@ -68,16 +74,13 @@ struct TileThread {
   static constexpr int kGroup = 32 / kLanes;  // threads that share one lane warp
   static constexpr bool kAddsResidual = Op::kAddsResidual;
   static constexpr int kStreams = Op::kStreams;
-  // LayerNorm reads its weight (and bias) at the store (tile_weight_slots).
+  // LayerNorm reads its weight (and bias) at the store; the RMSNorm family holds it.
   static constexpr bool kWeightAtStore = Op::kFamily == RowFamily::kLayerNorm;
-  static constexpr int kWeightPieces = tile_weight_slots(sizeof(T), sizeof(W), kWeightAtStore);
-  static constexpr bool kWeightInSmem = kWeightPieces > 0;
-  static constexpr bool kWeightHeld = !kWeightInSmem && !kWeightAtStore;  // in registers
+  static constexpr bool kWeightHeld = !kWeightAtStore;  // in registers
   static constexpr bool kRawW = kWeightHeld && device::kHoldsRaw<true, WVec>;
   static constexpr int kWeightRegs = kWeightHeld ? kSlots : 1;  // 1: unused
   static_assert(!kWeightHeld || kSlots * sizeof(WVec) <= kTileWeightRegisterBytes,
-                "a weight no wider than x waits in registers");
-  static_assert(!kWeightInSmem || sizeof(WVec) == 16 * kWeightPieces, "whole slots per chunk");
+                "the weight's chunks fit the registers the launch bounds leave them");
   static_assert(sizeof(XVec) == 16, "a chunk is one slot");
 
   const Row& r;
@@ -108,8 +111,8 @@ struct TileThread {
   __device__ int chunk_step(int s) const { return (s % kLanes) * kGroup + (s / kLanes) * lanes; }
   __device__ int offset_of(int s) const { return chunk_step(s) * kElems; }
 
-  // The copies of x (and the residual, and a weight wider than x) into the slots, one group;
-  // then the weight's loads into registers, all issued before the copies are waited for.
+  // The copies of x (and the residual) into the slots, one group; then the weight's loads into
+  // registers, all issued before the copies are waited for.
   __device__ void issue() {
     const uint32_t x_smem = static_cast<uint32_t>(__cvta_generic_to_shared(x_slots));
     const uint32_t slot_step = 16u * static_cast<uint32_t>(block);
@@ -124,21 +127,6 @@ struct TileThread {
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
         device::async_copy16_if(mine[s], res_smem + s * slot_step, res + offset_of(s));
-      }
-    }
-    if constexpr (kWeightInSmem) {
-      if (r.weight != nullptr) {
-        const uint32_t w_smem = x_smem + kStreams * kSlots * slot_step;
-        const W* const weight = r.weight + first;
-        constexpr int kPieceElems = 16 / sizeof(W);
-#pragma unroll
-        for (int s = 0; s < kSlots; ++s) {
-#pragma unroll
-          for (int q = 0; q < kWeightPieces; ++q) {
-            device::async_copy16_if(mine[s], w_smem + (s * kWeightPieces + q) * slot_step,
-                                    weight + offset_of(s) + q * kPieceElems);
-          }
-        }
       }
     }
     device::async_commit();
@@ -233,29 +221,16 @@ struct TileThread {
   __device__ WVec weight_of(int s) const {
     if constexpr (kWeightAtStore) {
       return r.load_given_weight(first + offset_of(s));
-    } else if constexpr (kWeightInSmem) {
-      return weight_from_slots(s);
     } else if constexpr (kRawW) {
       return device::unpack<WVec>(raw_w[s]);
     } else {
       return w[s];
     }
   }
-
-  // Chunk s's weight from its kWeightPieces slots (a weight wider than x).
-  __device__ WVec weight_from_slots(int s) const {
-    struct Pieces {
-      uint4 q[kWeightPieces > 0 ? kWeightPieces : 1];
-    } pieces;
-    const uint4* const w_slots = x_slots + kStreams * kSlots * block;
-#pragma unroll
-    for (int q = 0; q < kWeightPieces; ++q) pieces.q[q] = w_slots[(s * kWeightPieces + q) * block];
-    return device::bit_cast<WVec>(pieces);
-  }
 };
 
 template <typename T, typename W, typename Op>
-__global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, Op>))
+__global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, W, Op>))
     norm_tile_kernel(const KernelParams p) {
   using Thread = TileThread<T, W, Op>;
   using Acc = typename Thread::Acc;

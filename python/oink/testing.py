@@ -110,10 +110,11 @@ def mantissa_bits(dtype: torch.dtype) -> int:
 
 def schedule_test_rows(n: int, dtype: torch.dtype) -> int:
     """Rows enough that an aligned [M, n] rmsnorm batch on this GPU takes its batch schedule:
-    the tile, or the streamed one (a float32 weight on 16-bit rows, where its shared memory
-    allows; the fused op keeps registers at any size): twice as many row groups as 2048 threads
-    per SM would hold, at least 4 per persistent CTA (the planner streams from 3 on, with at most
-    1024 of its threads per SM), computed from the row's thread layout like the planner's."""
+    the tile, or the streamed one (a float32 weight on 16-bit rows of 64-127 lanes, too few for
+    the tile; the fused op keeps registers there at any size): twice as many row groups as 2048
+    threads per SM would hold, at least 4 per persistent CTA (the planner streams from 3 on, with
+    at most 1024 of its threads per SM), computed from the row's thread layout like the
+    planner's."""
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     chunks = -(-n // (16 // dtype.itemsize))
     threads_per_row = min(1024, 1 << max(0, (-(-chunks // 2) - 1).bit_length()))

@@ -83,23 +83,32 @@ def test_batch_invariance(device, n, gen):
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("n", [32768, 131072])
-def test_long_rows_with_a_float32_weight_keep_two_pass(dtype, n, gen):
-    """A float32 weight on 16-bit long rows keeps two_pass at every batch size (the shared-memory
-    weight the cluster could hold does not pay yet: smem_weight_pays), with the bits of the same
-    rows alone, and the fused op writes exactly rmsnorm(residual_after)."""
+def test_long_rows_with_a_float32_weight_take_the_cluster(dtype, n, gen):
+    """A float32 weight on 16-bit long rows takes the cluster at every batch size (its slices'
+    weight held in registers as float32), with the bits of the same rows alone and of the
+    element-wise two_pass rows, and the fused op writes exactly rmsnorm(residual_after)."""
     m = 33
     w = (1 + 0.5 * torch.randn(n, generator=gen)).to("cuda")
     x = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
     residual = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
+    unaligned = padded_rows(m, n, dtype, "cuda", pad=1, offset=1)
+    unaligned.copy_(x)
     for op in ("rmsnorm", "fused_add_rms_norm"):
-        assert oink.explain(x, w, op=op).variant == "two_pass"
-        assert oink.explain(x[:1], w, op=op).variant == "two_pass"
+        assert oink.explain(x, w, op=op).variant == "cluster"
+        assert oink.explain(x[:1], w, op=op).variant == "cluster"
+        assert oink.explain(unaligned, w, op=op).variant == "two_pass"
     y = oink.rmsnorm(x, w, EPS)
     assert torch.equal(oink.rmsnorm(x[m // 2 : m // 2 + 1].clone(), w, EPS)[0], y[m // 2])
+    assert torch.equal(oink.rmsnorm(unaligned, w, EPS), y)
     x1, r1 = x[-1:].clone(), residual[-1:].clone()
+    xu, ru = (padded_rows(m, n, dtype, "cuda", pad=1, offset=1) for _ in range(2))
+    xu.copy_(x)
+    ru.copy_(residual)
     run_and_check(x, residual, w, dtype)  # float64 bounds, the fused invariant
     oink.fused_add_rms_norm(x1, r1, w, EPS)
     assert torch.equal(x1[0], x[-1]) and torch.equal(r1[0], residual[-1])
+    oink.fused_add_rms_norm(xu, ru, w, EPS)
+    assert torch.equal(xu, x) and torch.equal(ru, residual)
 
 
 @requires_cuda

@@ -50,8 +50,10 @@ def test_explain_describes_the_plan(device):
         flat = torch.empty(4096 * 3 + 1, dtype=torch.bfloat16, device=device)
         unaligned = flat[1:].view(3, 4096)
         assert not oink.explain(unaligned, w).vector_io
-        # A float32 weight on 16-bit rows would not fit the tile's registers: streamed.
-        assert oink.explain(x, w.float()).variant == "streamed"
+        # A float32 weight on 16-bit rows takes the same tile, held in registers as float32 (no
+        # shared memory of its own).
+        wide = oink.explain(x, w.float())
+        assert wide.variant == "tile" and wide.smem_bytes == plan.smem_bytes
 
 
 def test_explain_returns_exactly_the_fields_of_plan():

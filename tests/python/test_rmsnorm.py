@@ -146,24 +146,23 @@ def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
     assert batch_plan.slice_chunks == min(chunks, 2048)  # a slice: 2048 chunks at most
     assert batch_plan.persistent == (batch_plan.variant == "streamed")
     assert "row_in_registers" in plans or chunks > 2048
-    # The streamed schedule takes a float32 weight on 16-bit rows of 64 lanes or more (the tile
-    # does not take that weight); every other short row keeps the registers schedule.
+    # The streamed schedule takes a float32 weight on 16-bit rows of 64 to 127 lanes (too few for
+    # the tile); every other short row keeps the registers schedule.
     wide_weight = wdtype is not None and wdtype.itemsize > dtype.itemsize
-    assert ("streamed" in plans) == (wide_weight and 64 < chunks <= 2048)
+    assert ("streamed" in plans) == (wide_weight and 64 < chunks <= 128)
     # A registers row of 512 lanes or more plays 2 a thread (aligned), 1 element-wise: the bits
     # compared above are the same either way.
     if chunks <= 2048:
         assert alone_plan.lanes_per_thread == (2 if alone_plan.threads_per_row >= 512 else 1)
         assert unaligned_plan.variant != "row_in_registers" or unaligned_plan.lanes_per_thread == 1
     # The tile schedule folds 4 reduction lanes into a thread: rows of 128 lanes or more, at most
-    # 2 chunks per lane (16-bit N in [1032, 16384], float32 N in [516, 8192]), with a weight no
-    # wider than x (it waits in registers).
-    assert ("tile" in plans) == (128 < chunks <= 2048 and not wide_weight)
+    # 2 chunks per lane (16-bit N in [1032, 16384], float32 N in [516, 8192]), with any weight
+    # (it waits in registers, a float32 one on 16-bit rows as float32).
+    assert ("tile" in plans) == (128 < chunks <= 2048)
     # Rows of 2 to 32 slices (2048 chunks each): a cluster per row at every M (Hopper; a CTA per
-    # slice, two per CTA past 16); two_pass for unaligned rows, longer rows and a weight wider
-    # than x (the planner keeps two_pass for it: smem_weight_pays in core/plan.cpp).
+    # slice, two per CTA past 16), any weight; two_pass for unaligned rows and longer rows.
     if chunks > 2048:
-        assert ("cluster" in plans) == (chunks <= 32 * 2048 and not wide_weight)
+        assert ("cluster" in plans) == (chunks <= 32 * 2048)
         assert "two_pass" in plans
     ref = rmsnorm_reference(batch, w, EPS)
     assert_close_to_reference(y, ref, torch_rmsnorm(batch, w, EPS), dtype)
