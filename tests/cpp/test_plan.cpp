@@ -842,7 +842,7 @@ TEST(MakePlan, LayerNormTakesTheTileWhereRmsNormDoesElseRegisters) {
           SCOPED_TRACE(describe(plan, p, hopper()));
           if (tile) {
             EXPECT_EQ(plan.variant, KernelVariant::kTile);
-            // x's slots only: the weight and bias are read at the store (tile_weight_slots).
+            // x's slots only: the weight and bias are read at the store.
             EXPECT_EQ(plan.smem_bytes, 16 * kTileSlotsPerThread * plan.block_threads);
           } else {
             EXPECT_EQ(plan.variant, KernelVariant::kRowInRegisters);
