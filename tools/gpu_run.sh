@@ -228,14 +228,15 @@ if has_stage profile; then
     # schedules at large M, clusters for one long row and many, the tile at M=256 on rows of
     # 1024 lanes: the open gaps of docs/kernels.md, "Against the peers". A case may name the
     # kernel to profile after '@' (its first launch; default: the planner's plan, the first
-    # launch of any norm kernel): the tile with a float32 weight in shared memory, 5.5x slower
-    # than streaming for a reason not yet known. Cases that start with "backward" run
+    # launch of any norm kernel): the tile with a float32 weight (held in registers), and the
+    # cluster with one (2 CTAs an SM by registers). Cases that start with "backward" run
     # oink_backward_sweep (OP N M; the planner's plan first): the backward passes' row kernel.
     # PROFILE_CASES="backward layernorm 4096 131072;rmsnorm 7168 1" profiles those instead.
     default_cases="rmsnorm 7168 1;fused_add_rms_norm 7168 1;rmsnorm 4096 1024;rmsnorm 7168 65536"
     default_cases+=";fused_add_rms_norm 7168 65536;fused_add_rms_norm 16384 16384;rmsnorm 131072 1"
     default_cases+=";fused_add_rms_norm 131072 1;rmsnorm 131072 4096;fused_add_rms_norm 131072 4096"
     default_cases+=";rmsnorm 16384 256;rmsnorm 7168 4096 w32@norm_tile_kernel"
+    default_cases+=";rmsnorm 131072 4096 w32"
     default_cases+=";backward rmsnorm 4096 32768;backward layernorm 4096 32768"
     default_cases+=";backward layernorm 7168 65536;layernorm 4096 131072;layernorm 7168 65536"
     IFS=';' read -ra entries <<<"${PROFILE_CASES:-$default_cases}"
