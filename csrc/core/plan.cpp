@@ -333,7 +333,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     const int64_t groups = ceil_div(p.rows, plan.rows_per_cta);
     plan.grid = groups;
     const int64_t needed = ceil_div(plan.chunks_per_row, plan.threads_per_row);
-    // The streamed kernels are instantiated for up to kMaxChunksPerThread chunks per thread.
+    // Streamed rows (64-127 lanes: streamed_lanes) need 2 chunks a lane, its one instantiation.
     const StreamedShape streamed = op_streams(p) && streamed_lanes(plan.threads_per_row) &&
                                            plan.vector_io && needed <= kMaxChunksPerThread
                                        ? streamed_shape(p, device, static_cast<int>(needed),
