@@ -26,7 +26,8 @@ CASES_N = [7, 64, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 278528, 52428
 # 16384: both ops, 128 and 256 threads), a cluster per row (65536: one slice a CTA for rmsnorm,
 # two for the fused op's batch of 16 slices per SM and more); with a float32 weight on 16-bit
 # rows, rmsnorm streams at 1024 (persistent CTAs of 128 threads, 2 rows each), and the tile and
-# the cluster hold that weight in registers from 4096 on.
+# the cluster hold that weight in registers from 4096 on (rmsnorm's cluster batch at 65536, past
+# a wave, holds half of it and reads the rest at the store; its 5 rows hold it whole).
 LARGE_N = [64, 1024, 4096, 6144, 16384, 65536]
 # rmsnorm_backward: rows shorter than a warp (7, 64), one and two chunks a thread with the next
 # row prefetched (1000 element-wise, 4096), four chunks (12000, 16384; float32 8192), element-wise

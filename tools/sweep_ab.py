@@ -1,7 +1,8 @@
 """Builds of `oink_schedule_sweep` timed in turns on one GPU, then compared case by case.
 
     python3 tools/sweep_ab.py run main=build/ab/sweep_main new=build/ab/sweep_new \
-        [--turns 2] [--ops rmsnorm,fused_add_rms_norm] [--n 32768,131072] [--m 1,4096] > ab.txt
+        [--turns 2] [--ops rmsnorm,fused_add_rms_norm] [--n 32768,131072] [--m 1,4096] \
+        [--variant w32] > ab.txt
     python3 tools/sweep_ab.py table ab.txt
 
 Cheaper than `tools/gpu_run.sh ab` for a kernel change: the sweep is torch-free, so each side is
@@ -60,15 +61,15 @@ def run(args: argparse.Namespace) -> int:
     ops = parse_list(args.ops, "--ops")
     ns = parse_list(args.n, "--n", int)
     ms = parse_list(args.m, "--m", int)
+    variant = [args.variant] if args.variant else []
     for turn in range(1, args.turns + 1):
         for name, binary in sides:
             print(f"=== turn {turn}: {name}", flush=True)
             for op in ops:
                 for n in ns:
                     for m in ms:
-                        done = subprocess.run(
-                            [binary, op, str(n), str(m)], capture_output=True, text=True
-                        )
+                        case = [binary, op, str(n), str(m), *variant]
+                        done = subprocess.run(case, capture_output=True, text=True)
                         if done.returncode != 0:
                             print(
                                 f"sweep_ab: {name} {op} N={n} M={m} failed "
@@ -152,6 +153,12 @@ def main(argv=None) -> int:
     run_parser.add_argument("--ops", default="rmsnorm,fused_add_rms_norm")
     run_parser.add_argument("--n", default="32768,131072,262144", help="comma list of N")
     run_parser.add_argument("--m", default="1,1024,4096", help="comma list of M")
+    run_parser.add_argument(
+        "--variant",
+        choices=("w32", "f32", "nw"),
+        help="the sweep's dtype variant for every case: a float32 weight (w32), float32 rows "
+        "(f32), no weight (nw); default: bf16 rows and weight",
+    )
     table_parser = verbs.add_parser("table", help="compare the builds of a `run` log")
     table_parser.add_argument("log", help="the output of `run` ('-': standard input)")
     args = parser.parse_args(argv)

@@ -97,6 +97,21 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
       out.push_back({paired ? "cluster_singles" : "cluster_pairs", other});
     }
   }
+  // rmsnorm's float32 weight on 16-bit long rows: the cluster holding the other share of that
+  // weight in registers (whole where the planner holds half, and the reverse: weight_held_chunks
+  // in core/plan.cpp).
+  if (chosen.variant == KernelVariant::kCluster && p.op == NormOp::kRmsNorm && p.has_weight &&
+      dtype_size(p.w_dtype) > dtype_size(p.x_dtype)) {
+    const bool whole = chosen.weight_held_chunks == kTileSlotsPerThread;
+    for (const bool pdl : {true, false}) {
+      NormPlan other = chosen;
+      other.weight_held_chunks = whole ? kTileSlotsPerThread / 2 : kTileSlotsPerThread;
+      other.use_pdl = pdl && chosen.use_pdl;
+      out.push_back({std::string(whole ? "cluster_weight_half" : "cluster_weight_whole") +
+                         (pdl ? "" : "_no_pdl"),
+                     other});
+    }
+  }
   // The registers schedule with kRegistersLanesPerThread lanes a thread, and with one, with PDL
   // as chosen and without (plan_violation says where folding does not apply).
   auto registers_with_lanes = [&](int64_t rows, int lanes, bool pdl) {

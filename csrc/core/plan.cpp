@@ -236,6 +236,26 @@ int cluster_slices_per_cta(const NormProblem& p, const DeviceInfo& d, int slices
   return many || pairs_fill_last_wave(p, d, slices) ? 2 : 1;
 }
 
+// Weight chunks a tile or cluster thread holds in registers (plan.h, kHeldWideWeightThreadsPerSm):
+// all of them, but none for LayerNorm (its weight and bias are read at the store), and half for
+// rmsnorm's float32 weight on 16-bit rows in cluster grids past one wave of CTAs that hold it
+// whole. Measured (H200, oink_schedule_sweep in turns, bench/results/nvidia-h200/cluster_w32/):
+// held half, 64 registers and 4 CTAs an SM against 96 and 2, batches ran 1.04-1.28x faster
+// (N=131072, M=4096: 608 against 712 us; N=32768, M=256: 11.5 against 12.1), but one row 0.83-0.86x
+// (N=131072: 3.59 against 2.98 us): within a wave every CTA runs at once either way, and the
+// half read at the store lengthens each CTA's chain.
+int weight_held_chunks(const NormProblem& p, const DeviceInfo& d, KernelVariant variant,
+                       int64_t grid, int block_threads) {
+  if (p.op == NormOp::kLayerNorm) return 0;
+  const bool past_a_wave =
+      d.sm_count > 0 && grid * block_threads > int64_t{kHeldWideWeightThreadsPerSm} * d.sm_count;
+  if (variant == KernelVariant::kCluster && p.op == NormOp::kRmsNorm && weight_wider_than_x(p) &&
+      past_a_wave) {
+    return kTileSlotsPerThread / 2;
+  }
+  return kTileSlotsPerThread;
+}
+
 // Whether the tile schedule beats the registers one for a batch of `groups` tile row groups: for
 // rmsnorm from kTileMinGroupsPerSm groups per SM, and for rows of 1024 lanes from more rows than
 // SMs: the registers kernel's CTAs are then 1024 threads, two per SM at most, against the tile's
@@ -360,6 +380,8 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
         plan.smem_bytes = static_cast<int>(tile_smem_bytes(p, plan.block_threads));
         plan.cluster_ctas = cluster_ctas_for(plan.slices, per_cta);
         plan.grid = p.rows * plan.cluster_ctas;
+        plan.weight_held_chunks =
+            weight_held_chunks(p, device, plan.variant, plan.grid, plan.block_threads);
       } else {
         plan.variant = KernelVariant::kTwoPass;
       }
@@ -371,6 +393,8 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
       plan.chunks_per_thread = kTileSlotsPerThread;
       plan.smem_bytes = static_cast<int>(tile_smem_bytes(p, plan.block_threads));
       plan.grid = tile.groups;
+      plan.weight_held_chunks =
+          weight_held_chunks(p, device, plan.variant, plan.grid, plan.block_threads);
     } else if (streamed.stages > 0 &&
                streamed_pays(groups, int64_t{device.sm_count} * streamed.ctas_per_sm)) {
       plan.variant = KernelVariant::kStreamed;
@@ -533,6 +557,20 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
   } else if (c != 0) {
     return "only row_in_registers, streamed, tile and cluster keep chunks per thread";
   }
+  // The weight chunks a thread holds: the instantiations norm_forward.cu compiles.
+  const int held = plan.weight_held_chunks;
+  const int held_whole = p.op == NormOp::kLayerNorm ? 0 : kTileSlotsPerThread;
+  if (tile && held != held_whole) {
+    return "a tile thread holds all kTileSlotsPerThread weight chunks (none for layernorm)";
+  }
+  if (cluster && held != held_whole &&
+      !(held == kTileSlotsPerThread / 2 && p.op == NormOp::kRmsNorm && weight_wider_than_x(p))) {
+    return "a cluster thread holds all kTileSlotsPerThread weight chunks, or half of them for "
+           "rmsnorm's float32 weight on 16-bit rows";
+  }
+  if (!tile && !cluster && held != 0) {
+    return "weight_held_chunks belongs to the tile and cluster variants";
+  }
   if (!streamed && !cluster && plan.grid != ceil_div(p.rows, plan.rows_per_cta)) {
     return "non-persistent plans have one CTA per row group";
   }
@@ -609,6 +647,7 @@ PlanFacts plan_facts(const NormPlan& plan, const NormProblem& p, const DeviceInf
   put.number("lanes_per_thread", plan.lanes_per_thread);
   put.number("slices", plan.slices);
   put.number("cluster_ctas", plan.cluster_ctas);
+  put.number("weight_held_chunks", plan.weight_held_chunks);
   put.number("chunks_per_thread", plan.chunks_per_thread);
   put.number("rows_per_cta", plan.rows_per_cta);
   put.number("block_threads", plan.block_threads);

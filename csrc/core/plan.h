@@ -77,6 +77,15 @@ inline constexpr int kTileMaxChunksPerLane = 2;
 inline constexpr int kTileSlotsPerThread = kTileLanesPerThread * kTileMaxChunksPerLane;
 inline constexpr int kTileMinThreadsPerRow = 32 * kTileLanesPerThread;
 inline constexpr int kTileMaxThreads = kMaxThreadsPerRow / kTileLanesPerThread;
+// A tile or cluster thread holds its chunks of the weight in registers from before its
+// reduction to its store (NormPlan::weight_held_chunks; read after the reduction, the weight
+// lengthens every row's tail: docs/kernels.md, "tile"). 16-bit rmsnorm rows are compiled for
+// 64 registers a thread (kTileThreadsPerSm: 1024 threads an SM), of which a 16-bit weight's
+// chunks take 32. A float32 weight's take 64: held whole, its kernels are compiled for 128
+// (kHeldWideWeightThreadsPerSm: 512 threads an SM); held half, within the 64, the other half
+// read at the store.
+inline constexpr int kTileThreadsPerSm = 1024;
+inline constexpr int kHeldWideWeightThreadsPerSm = 512;
 // Long rows are cut into slices of kSliceChunks chunks (16384 elements of a 16-bit type, 8192 of
 // float32: 32 KB), each reduced like a row of that length (1024 lanes of 2 chunks), and the row's
 // sum is the slices' sums added in slice order. A row of at most kSliceChunks chunks is one slice.
@@ -130,6 +139,10 @@ struct NormPlan {
   // Slices of the row's reduction layout (kSliceChunks chunks each): depends on (N, dtype) only.
   int slices = 1;
   int cluster_ctas = 0;  // kCluster: CTAs per cluster (one per slice); 0 otherwise
+  // kTile, kCluster: chunks of the weight a thread holds in registers from before its reduction
+  // (kTileSlotsPerThread, or half of them: a float32 weight on 16-bit rmsnorm cluster batches
+  // past a wave; 0: LayerNorm), the rest read at the store; 0 otherwise.
+  int weight_held_chunks = 0;
   // kRowInRegisters: register capacity (1, 2 or 4); kStreamed: shared-memory slots per thread
   // and stream (ceil(chunks_per_row / threads_per_row)); kTile: kTileSlotsPerThread shared-memory
   // slots; 0 for kTwoPass.
@@ -196,7 +209,7 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& problem,
 // tests/python/test_python_surface.py) and what describe() prints. Names, in order:
 inline constexpr std::array<const char*, 5> kPlanTextFields = {"op", "variant", "device", "x_dtype",
                                                                "weight_dtype"};
-inline constexpr std::array<const char*, 22> kPlanNumberFields = {"M",
+inline constexpr std::array<const char*, 23> kPlanNumberFields = {"M",
                                                                   "N",
                                                                   "ld_x",
                                                                   "ld_residual",
@@ -208,6 +221,7 @@ inline constexpr std::array<const char*, 22> kPlanNumberFields = {"M",
                                                                   "slices",
                                                                   "slice_chunks",
                                                                   "cluster_ctas",
+                                                                  "weight_held_chunks",
                                                                   "chunks_per_thread",
                                                                   "rows_per_cta",
                                                                   "block_threads",

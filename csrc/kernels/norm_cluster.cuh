@@ -8,11 +8,11 @@
 // scales its own slice: one DRAM round trip, one exchange, one store.
 //
 // Each CTA is a tile of its slice (TileThread: 256 threads playing the slice's 1024 lanes, 8
-// chunks each, staged in shared memory, the weight in registers), so a slice's sum has the bits
-// of a row of that length; the row's sum is the slices' sums added in slice order, by every CTA
-// alike, as two_pass adds them. The exchange: each slice's sum is written into every CTA's
-// `slice_sums[slice]`, then one cluster barrier (release, acquire) makes them visible. The first
-// cluster barrier, arrived on at the start and waited for just before those writes, is what
+// chunks each, staged in shared memory, the weight in registers as the budget allows), so a slice's
+// sum has the bits of a row of that length; the row's sum is the slices' sums added in slice order,
+// by every CTA alike, as two_pass adds them. The exchange: each slice's sum is written into every
+// CTA's `slice_sums[slice]`, then one cluster barrier (release, acquire) makes them visible. The
+// first cluster barrier, arrived on at the start and waited for just before those writes, is what
 // tells that every CTA of the cluster has started; no CTA leaves before the second barrier, so
 // no write lands in a CTA that has exited. (Sums sent by st.async onto each CTA's mbarrier,
 // without the second barrier, and Quack's exchange without the CTA barrier too, and the slices
@@ -28,13 +28,14 @@
 
 namespace oink {
 
-// Registers as the tile's: 16-bit rmsnorm slices at 64 per thread, so that 4 one-slice CTAs (or
-// 2 two-slice ones) share an SM (with 1 CTA per SM requested, ptxas took 80 and 3 fit: 8% slower
-// at M >= 1024, H200); 128 with a float32 weight held beside them.
-template <typename T, typename W, typename Op>
+// Registers as the tile's for the weight chunks held (kHeldChunks: NormPlan::weight_held_chunks):
+// 16-bit rmsnorm slices at 64 per thread, so that 4 one-slice CTAs (or 2 two-slice ones) share an
+// SM (with 1 CTA per SM requested, ptxas took 80 and 3 fit: 8% slower at M >= 1024, H200); 128
+// with a float32 weight held whole, 64 with half of it held.
+template <typename T, typename W, typename Op, int kHeldChunks>
 inline constexpr int kClusterMinCtasPerSm =
-    kTileMinCtasPerSm<T, W, Op>* kTileMaxThreads / kClusterMaxThreads > 0
-        ? kTileMinCtasPerSm<T, W, Op>* kTileMaxThreads / kClusterMaxThreads
+    kTileMinCtasPerSm<T, W, Op, kHeldChunks>* kTileMaxThreads / kClusterMaxThreads > 0
+        ? kTileMinCtasPerSm<T, W, Op, kHeldChunks>* kTileMaxThreads / kClusterMaxThreads
         : 1;
 
 // A CTA holds blockDim.x / kTileMaxThreads slices (core/plan.cpp, cluster_slices_per_cta: two
@@ -43,10 +44,10 @@ inline constexpr int kClusterMinCtasPerSm =
 // slice rank * per_cta + g (a last CTA's second group may have no slice: it loads and stores
 // nothing, sends nothing). Each group's lane warps fill their own 32 entries of warp_sums, so the
 // groups reduce apart within one barrier, as the tile's row groups do.
-template <typename T, typename W, typename Op>
-__global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, W, Op>))
+template <typename T, typename W, typename Op, int kHeldChunks>
+__global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, W, Op, kHeldChunks>))
     norm_cluster_kernel(const KernelParams p) {
-  using Thread = TileThread<T, W, Op>;
+  using Thread = TileThread<T, W, Op, kHeldChunks>;
   using Row = typename Thread::Row;
   using Acc = typename Thread::Acc;
   static_assert(Op::kFamily == RowFamily::kRmsNorm, "layernorm rows are one slice (plan.cpp)");

@@ -108,9 +108,21 @@ SelectedKernel select_variant(const NormPlan& plan) {
     case KernelVariant::kCluster:
       // Never planned otherwise (plan_violation): vector I/O (any weight: a wider one waits in
       // registers as float32).
+      // The weight held whole, or half of it (rmsnorm's float32 weight on 16-bit rows, in
+      // batches past a wave: weight_held_chunks in core/plan.cpp).
       if constexpr (kVector) {
-        return kernel_of(norm_cluster_kernel<T, W, Op>,
-                         &allow_large_clusters<norm_cluster_kernel<T, W, Op>>);
+        constexpr int kWhole = kTileSlotsPerThread;
+        if (plan.weight_held_chunks == kWhole) {
+          return kernel_of(norm_cluster_kernel<T, W, Op, kWhole>,
+                           &allow_large_clusters<norm_cluster_kernel<T, W, Op, kWhole>>);
+        }
+        constexpr int kHalf = kTileSlotsPerThread / 2;
+        if constexpr (sizeof(W) > sizeof(T) && !Op::kAddsResidual) {
+          if (plan.weight_held_chunks == kHalf) {
+            return kernel_of(norm_cluster_kernel<T, W, Op, kHalf>,
+                             &allow_large_clusters<norm_cluster_kernel<T, W, Op, kHalf>>);
+          }
+        }
       }
       break;
     case KernelVariant::kTile:

@@ -36,32 +36,35 @@
 
 namespace oink {
 
-// The weight's chunks wait in registers across the reduction (RMSNorm family): 8 chunks, 32
-// registers for a 16-bit weight or a float32 weight on float32 rows, 64 for a float32 weight on
-// 16-bit rows, which stays float32 (the leaders hold it the same way: Quack loads it into
-// registers while its x copies fly). LayerNorm reads its weight and bias at the store.
-inline constexpr int kTileWeightRegisterBytes = kTileSlotsPerThread * 32;
-// 16-bit rmsnorm rows are compiled for 64 registers per thread (4 CTAs of 256 threads, or 8 of
-// 128, per SM: enough rows in flight to reach the copy ceiling), or 128 where a float32 weight
-// waits in registers beside them (its 64 registers: 2 CTAs of 256 threads, 4 of 128); the fused
-// op (two streams) and float32 rows (float64 sums) get what they need.
-template <typename T, typename W, typename Op>
-inline constexpr bool kTileHoldsWideWeight = sizeof(W) > sizeof(T) && Op::kFamily
-                                                                          != RowFamily::kLayerNorm;
-template <typename T, typename W, typename Op>
-inline constexpr int kTileMinCtasPerSm = sizeof(T) != 2 || Op::kStreams != 1 ? 1
-                                         : kTileHoldsWideWeight<T, W, Op>    ? 2
-                                                                             : 4;
+// A thread's weight chunks held in registers across the reduction (core/plan.h,
+// NormPlan::weight_held_chunks): 32 registers for a 16-bit weight or a float32 weight on float32
+// rows, 64 for a float32 weight on 16-bit rows, which stays float32 (the leaders hold it the same
+// way: Quack loads it into registers while its x copies fly). The tile holds all of them, but
+// LayerNorm's weight and bias are read at the store.
+template <typename Op>
+inline constexpr int kTileHeldChunks =
+    Op::kFamily == RowFamily::kLayerNorm ? 0 : kTileSlotsPerThread;
+// 16-bit rmsnorm rows are compiled for 64 registers per thread (kTileThreadsPerSm: 4 CTAs of 256
+// threads, or 8 of 128, per SM: enough rows in flight to reach the copy ceiling), or 128 where
+// the weight held beside them is wider (kHeldWideWeightThreadsPerSm: a float32 weight's 8 chunks,
+// 64 registers); the fused op (two streams) and float32 rows (float64 sums) get what they need.
+template <typename T, typename W, typename Op, int kHeldChunks>
+inline constexpr int kTileMinCtasPerSm =
+    sizeof(T) != 2 || Op::kStreams != 1 ? 1
+    : kHeldChunks*(16 / sizeof(T)) * sizeof(W) > kTileSlotsPerThread * 16
+        ? kHeldWideWeightThreadsPerSm / kTileMaxThreads
+        : kTileThreadsPerSm / kTileMaxThreads;
 
 // One thread's share of a tile: the chunks of kTileLanesPerThread lanes of one slice of a row
 // (the whole row in the tile kernel, one CTA's slice in the cluster kernel), staged in this
-// thread's shared-memory slots, with the weight's chunks in registers. Shared memory:
+// thread's shared-memory slots, with the weight's first kHeldChunks chunks in registers (the
+// rest read at the store). Shared memory:
 // [stream][slot s][thread], 16 bytes each; stream 1 is the fused op's residual.
 //
 // Lane j of thread t is lane (t / kGroup) * 32 + t % kGroup + j * kGroup of the slice's `lanes`;
 // its chunks are that lane and that lane + lanes (the second only where the slice has it), at
 // chunk `slice_first` of the row onwards. Slot s = i * kLanes + j holds chunk i of lane j.
-template <typename T, typename W, typename Op>
+template <typename T, typename W, typename Op, int kHeldChunks>
 struct TileThread {
   using Row = RowOf<T, W, Op, /*kVector=*/true>;
   using Stats = typename Row::Stats;
@@ -74,13 +77,14 @@ struct TileThread {
   static constexpr int kGroup = 32 / kLanes;  // threads that share one lane warp
   static constexpr bool kAddsResidual = Op::kAddsResidual;
   static constexpr int kStreams = Op::kStreams;
-  // LayerNorm reads its weight (and bias) at the store; the RMSNorm family holds it.
-  static constexpr bool kWeightAtStore = Op::kFamily == RowFamily::kLayerNorm;
-  static constexpr bool kWeightHeld = !kWeightAtStore;  // in registers
-  static constexpr bool kRawW = kWeightHeld && device::kHoldsRaw<true, WVec>;
-  static constexpr int kWeightRegs = kWeightHeld ? kSlots : 1;  // 1: unused
-  static_assert(!kWeightHeld || kSlots * sizeof(WVec) <= kTileWeightRegisterBytes,
-                "the weight's chunks fit the registers the launch bounds leave them");
+  // Slots whose weight chunk waits in registers, loaded while the copies fly: the first
+  // kHeldSlots (the store's first ones); the others' are loaded at the store.
+  static constexpr int kHeldSlots = kHeldChunks;
+  static_assert(kHeldSlots >= 0 && kHeldSlots <= kSlots, "held chunks are some of the slots");
+  static_assert(Op::kFamily != RowFamily::kLayerNorm || kHeldSlots == 0,
+                "LayerNorm reads its weight and bias at the store");
+  static constexpr bool kRawW = kHeldSlots > 0 && device::kHoldsRaw<true, WVec>;
+  static constexpr int kWeightRegs = kHeldSlots > 0 ? kHeldSlots : 1;  // 1: unused
   static_assert(sizeof(XVec) == 16, "a chunk is one slot");
 
   const Row& r;
@@ -90,7 +94,7 @@ struct TileThread {
   uint4* const x_slots;
   bool mine[kSlots];
   WVec w[kRawW ? 1 : kWeightRegs];
-  device::Raw<WVec> raw_w[kRawW ? kSlots : 1];
+  device::Raw<WVec> raw_w[kRawW ? kWeightRegs : 1];
 
   // t: this thread's index among the slice's lanes / kLanes threads; slice_chunks <= 2 * lanes.
   __device__ TileThread(const Row& row, int t, int lanes_, int slice_first, int slice_chunks,
@@ -130,10 +134,10 @@ struct TileThread {
       }
     }
     device::async_commit();
-    if (kWeightHeld && r.weight != nullptr) {
+    if (kHeldSlots > 0 && r.weight != nullptr) {
       const W* const weight = r.weight + first;
 #pragma unroll
-      for (int s = 0; s < kSlots; ++s) {
+      for (int s = 0; s < kHeldSlots; ++s) {
         if constexpr (kRawW) {
           raw_w[s] = device::load_raw_if<WVec>(mine[s], weight + offset_of(s));
         } else if (mine[s]) {
@@ -219,20 +223,22 @@ struct TileThread {
 
   // Chunk s's weight, wherever it waits. Precondition: the row has a weight.
   __device__ WVec weight_of(int s) const {
-    if constexpr (kWeightAtStore) {
-      return r.load_given_weight(first + offset_of(s));
-    } else if constexpr (kRawW) {
-      return device::unpack<WVec>(raw_w[s]);
+    // s is a constant of the unrolled store loop, so this branch is decided at compile time.
+    if (s >= kHeldSlots) return r.load_given_weight(first + offset_of(s));
+    const int held = s < kWeightRegs ? s : 0;  // s, in bounds on every path the compiler sees
+    if constexpr (kRawW) {
+      return device::unpack<WVec>(raw_w[held]);
     } else {
-      return w[s];
+      return w[held];
     }
   }
 };
 
 template <typename T, typename W, typename Op>
-__global__ void __launch_bounds__(kTileMaxThreads, (kTileMinCtasPerSm<T, W, Op>))
+__global__ void __launch_bounds__(kTileMaxThreads,
+                                  (kTileMinCtasPerSm<T, W, Op, kTileHeldChunks<Op>>))
     norm_tile_kernel(const KernelParams p) {
-  using Thread = TileThread<T, W, Op>;
+  using Thread = TileThread<T, W, Op, kTileHeldChunks<Op>>;
   using Acc = typename Thread::Acc;
   extern __shared__ uint4 slots[];
   __shared__ alignas(16) Acc warp_sums[kTileMaxThreads * kTileLanesPerThread / 32];

@@ -144,6 +144,9 @@ class Plan:
     lanes_per_thread: int = 1  # tile, cluster: lanes one thread plays (a row runs on fewer threads)
     slices: int = 1  # slices of the row's reduction (16384 16-bit elements each), by N and dtype
     cluster_ctas: int = 0  # cluster: CTAs per thread block cluster (one or two slices each)
+    # tile, cluster: weight chunks a thread holds in registers from before its reduction (the rest
+    # read at the store; 0: layernorm, which reads its weight and bias at the store)
+    weight_held_chunks: int = 0
     slice_chunks: int = 0  # chunks of one slice (a cluster CTA's share of a row); 0 on the CPU
     stages: int = 0  # streamed: row groups in flight per CTA
     persistent: bool = False  # streamed: CTAs loop over row groups (every other schedule: one pass)
@@ -204,6 +207,12 @@ class Plan:
                 f"each thread plays {self.lanes_per_thread} of a slice's {self.threads_per_row} "
                 "reduction lanes; the slices' sums meet in distributed shared memory"
             ]
+            if self.weight_held_chunks < self.chunks_per_thread:
+                lines += [
+                    f"  each thread holds {self.weight_held_chunks} of its "
+                    f"{self.chunks_per_thread} weight chunks in registers, the rest read at the "
+                    "store"
+                ]
         elif self.slices > 1 and self.variant != "cpu":
             lines += [f"  the row's sum is its {self.slices} slices' sums, added in slice order"]
         if self.variant == "tile":

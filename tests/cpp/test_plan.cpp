@@ -675,6 +675,9 @@ TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
       EXPECT_EQ(plan.cluster_ctas, same_plan.cluster_ctas);
       EXPECT_EQ(plan.block_threads, same_plan.block_threads);
       EXPECT_EQ(plan.smem_bytes, same_plan.smem_bytes);
+      // rmsnorm's batch of 4096 rows is past a wave: half that weight held.
+      EXPECT_EQ(same_plan.weight_held_chunks, 8);
+      EXPECT_EQ(plan.weight_held_chunks, op == NormOp::kRmsNorm && m > 1 ? 4 : 8);
     }
   }
   // What the cluster cannot take sums the same slices in two_pass: unaligned rows, more than 32
@@ -694,6 +697,35 @@ TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
     const NormPlan plan = make_plan(p, d);
     EXPECT_EQ(plan.variant, KernelVariant::kTwoPass) << describe(plan, p, d);
     EXPECT_EQ(plan.slices, slices_for(p.cols, p.x_dtype));
+  }
+}
+
+// A tile or cluster thread holds all 8 of its weight chunks in registers (LayerNorm none: see
+// LayerNormTakesTheTileWhereRmsNormDoesElseRegisters), but rmsnorm's clusters with a float32
+// weight on 16-bit rows hold half past one wave of CTAs holding it whole (512 threads an SM):
+// M x CTAs x 256 threads > 512 x 132 SMs. Other schedules hold none.
+TEST(MakePlan, TilesAndClustersHoldTheWeightButHalfAWideOneInRmsNormClustersPastAWave) {
+  for_each_case([](const Case& c) -> const char* {
+    const bool tile = c.plan.variant == KernelVariant::kTile;
+    const bool cluster = c.plan.variant == KernelVariant::kCluster;
+    const bool wide = c.problem.has_weight && c.problem.w_dtype == DType::kFloat32 &&
+                      c.problem.x_dtype != DType::kFloat32;
+    const bool past_a_wave = c.plan.grid * c.plan.block_threads > 512 * 132;
+    const int expected = cluster && wide && c.problem.op == NormOp::kRmsNorm && past_a_wave ? 4
+                         : tile || cluster                                                  ? 8
+                                                                                            : 0;
+    return c.plan.weight_held_chunks == expected ? nullptr : "weight_held_chunks";
+  });
+  // The wave's edge: rows of 2 slices (N=32768, 16 bits), 132 rows make 264 CTAs of 256 threads.
+  for (NormOp op : {NormOp::kRmsNorm, NormOp::kFusedAddRmsNorm}) {
+    for (int64_t m : {int64_t{132}, int64_t{133}}) {
+      const NormProblem p = problem(DType::kFloat16, Weight::kFloat32, op, 32768, m, kLayouts[0]);
+      const NormPlan plan = make_plan(p, hopper());
+      SCOPED_TRACE(describe(plan, p, hopper()));
+      ASSERT_EQ(plan.variant, KernelVariant::kCluster);
+      EXPECT_EQ(plan.weight_held_chunks, op == NormOp::kRmsNorm && m == 133 ? 4 : 8);
+      EXPECT_NE(describe(plan, p, hopper()).find("weight_held_chunks="), std::string::npos);
+    }
   }
 }
 
@@ -997,6 +1029,10 @@ TEST(PlanViolation, CatchesBrokenPlans) {
            "kTileMinThreadsPerRow"},
           {"tile without a grid of one CTA per row group", bf16(4096, 4097), bf16(4096, 4097), gpu,
            [](NormPlan& p) { p.grid = 132; }, "one CTA per row group"},
+          {"tile holding half its weight chunks", bf16(4096, 4097), bf16(4096, 4097), gpu,
+           [](NormPlan& p) { p.weight_held_chunks = 4; }, "tile thread holds all"},
+          {"registers plan holding weight chunks", bf16(4096, 17), bf16(4096, 17), gpu,
+           [](NormPlan& p) { p.weight_held_chunks = 8; }, "tile and cluster variants"},
           {"PDL below sm_90", bf16(4096, 17), bf16(4096, 17), ampere(),
            [](NormPlan& p) { p.use_pdl = true; }, "PDL"},
           {"PDL with a pre-sm_90 kernel image", bf16(4096, 17), bf16(4096, 17), gpu,
@@ -1026,10 +1062,13 @@ TEST(PlanViolation, CatchesBrokenPlans) {
          p.block_threads = 256;
          p.chunks_per_thread = 8;
          p.cluster_ctas = p.slices;
+         p.weight_held_chunks = 8;
          p.smem_bytes = 16 * 8 * 256;
          p.grid = 4 * p.slices;
        },
        "sm_90"},
+      {"cluster holding half a bf16 weight", bf16(65536, 4097), bf16(65536, 4097), gpu,
+       [](NormPlan& p) { p.weight_held_chunks = 4; }, "half of them"},
       {"registers plan for a sliced row", bf16(65536, 4), bf16(65536, 4), gpu,
        [](NormPlan& p) {
          p.variant = KernelVariant::kRowInRegisters;

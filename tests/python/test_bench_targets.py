@@ -359,8 +359,9 @@ def sweep_line(op, n, m, candidate, us, schedule):
 
 
 def fake_sweep(path, times):
-    """A stand-in for oink_schedule_sweep OP N M: prints a hand-made plan's line and the planner's
-    two, with the µs of `times[(op, N, M)]`."""
+    """A stand-in for oink_schedule_sweep OP N M [VARIANT]: prints a hand-made plan's line and the
+    planner's two, with the µs of `times[(op, N, M)]`; a variant (w32, f32, nw) is named in the
+    op's column as the sweep names it (rmsnorm/w32)."""
     path.write_text(
         "#!/usr/bin/env python3\n"
         "import sys\n"
@@ -369,6 +370,7 @@ def fake_sweep(path, times):
         "if (op, n, m) not in times:\n"
         "    sys.exit('no such case')\n"
         "us, schedule = times[(op, n, m)]\n"
+        "op += '/' + sys.argv[4] if len(sys.argv) > 4 else ''\n"
         "print(f'{op} {n} {m} hand_made 99.00 1 op={op} variant=two_pass')\n"
         "print(f'{op} {n} {m} planner {us:.2f} 1 op={op} variant={schedule}')\n"
         "print(f'{op} {n} {m} planner_no_pdl {us + 1:.2f} 1 op={op} variant={schedule}')\n"
@@ -429,6 +431,19 @@ def test_sweep_ab_runs_the_builds_in_turns(tmp_path, capsys):
     assert len(out) == 4 + 4 * 2
     last = sweep_ab.table(out)
     assert f"geomean main/new: {2.6 / 2.4:.3f} over 1 cases (cluster, rmsnorm, planner)" in last
+
+
+def test_sweep_ab_passes_the_dtype_variant_to_every_case(tmp_path, capsys):
+    a = fake_sweep(tmp_path / "a", {("rmsnorm", 32768, 4096): (163.5, "cluster")})
+    b = fake_sweep(tmp_path / "b", {("rmsnorm", 32768, 4096): (144.1, "cluster")})
+    args = ["run", f"main={a}", f"new={b}", "--ops", "rmsnorm", "--n", "32768", "--m", "4096"]
+    assert sweep_ab.main([*args, "--variant", "w32", "--turns", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out if not line.startswith("===")] == ["rmsnorm/w32"] * 4
+    assert "over 1 cases (cluster, rmsnorm/w32, planner)" in sweep_ab.table(out)[-2]
+    with pytest.raises(SystemExit):
+        sweep_ab.main([*args, "--variant", "fp8"])
+    assert "invalid choice: 'fp8'" in capsys.readouterr().err
 
 
 def test_sweep_ab_names_what_it_expected(tmp_path, capsys):

@@ -10,6 +10,7 @@ from oink.testing import (
     SHAPES_N,
     fused_add_reference,
     padded_rows,
+    rmsnorm_reference,
     schedule_test_rows,
     untouched_padding,
 )
@@ -109,6 +110,34 @@ def test_long_rows_with_a_float32_weight_take_the_cluster(dtype, n, gen):
     assert torch.equal(x1[0], x[-1]) and torch.equal(r1[0], residual[-1])
     oink.fused_add_rms_norm(xu, ru, w, EPS)
     assert torch.equal(xu, x) and torch.equal(ru, residual)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n", [32768, 131072])
+def test_rmsnorm_clusters_past_a_wave_hold_half_a_float32_weight(dtype, n, gen):
+    """rmsnorm's clusters hold a float32 weight whole in registers up to one wave of such CTAs
+    (2 of 256 threads an SM) and half of it past one, the other half read at the store
+    (weight_held_chunks): the same bits either way, within rounding of float64. The fused op and
+    rmsnorm_forward's CUDA path (which saves 1/rms) take the same kernels; the fused op holds the
+    weight whole at every batch size."""
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    slices = n // 16384
+    m = 2 * sms // slices + 1  # one cluster CTA past the wave
+    w = (1 + 0.5 * torch.randn(n, generator=gen)).to("cuda")
+    x = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
+    assert oink.explain(x, w).weight_held_chunks == 4
+    assert oink.explain(x[:-1], w).weight_held_chunks == 8
+    assert oink.explain(x, w, op="fused_add_rms_norm").weight_held_chunks == 8
+    y = oink.rmsnorm(x, w, EPS)
+    assert_close_to_reference(y, rmsnorm_reference(x, w, EPS), torch_rmsnorm(x, w, EPS), dtype)
+    assert torch.equal(oink.rmsnorm(x[:-1], w, EPS), y[:-1])
+    for k in (0, m - 1):
+        assert torch.equal(oink.rmsnorm(x[k : k + 1].clone(), w, EPS)[0], y[k])
+    y_saved, rstd = oink.rmsnorm_forward(x, w, EPS)
+    assert torch.equal(y_saved, y)
+    _, rstd_alone = oink.rmsnorm_forward(x[-1:].clone(), w, EPS)
+    assert torch.equal(rstd_alone[0], rstd[-1])
 
 
 @requires_cuda
