@@ -43,10 +43,10 @@ inline constexpr int kMaxWarpsPerCta = kMaxThreadsPerRow / 32;
 // The streamed kernel keeps 2 to 4 row groups in flight per CTA (cp.async.wait_group immediates).
 inline constexpr int kMinStages = 2;
 inline constexpr int kMaxStages = 4;
-// The streamed kernels are compiled for 64 registers per thread (__launch_bounds__(1024, 1)):
-// at 32 (two 1024-thread CTAs) the compiler recomputed addresses every row and the kernel was
-// issue-bound (ncu, H200: 0.89 warps issued per scheduler per cycle). So at most 1024 of their
-// threads share an SM.
+// The streamed kernels are compiled for at most 64 registers per thread (__launch_bounds__(1024,
+// 1); ptxas, sm_90a: 48, 53 saving rstd): at 32 (two 1024-thread CTAs) the compiler recomputed
+// addresses every row and the kernel was issue-bound (ncu, H200: 0.89 warps issued per scheduler
+// per cycle). So at most 1024 of their threads share an SM.
 inline constexpr int kStreamedThreadsPerSm = 1024;
 // Bytes of rows the streamed CTAs of the whole device keep in flight while each reads one row
 // group from shared memory: (stages - 1) x CTAs x row-group bytes, the stage being read not
