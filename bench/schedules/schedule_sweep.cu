@@ -100,8 +100,8 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   // rmsnorm's float32 weight on 16-bit long rows: the cluster holding the other share of that
   // weight in registers (whole where the planner holds half, and the reverse: weight_held_chunks
   // in core/plan.cpp).
-  if (chosen.variant == KernelVariant::kCluster && p.op == NormOp::kRmsNorm && p.has_weight &&
-      dtype_size(p.w_dtype) > dtype_size(p.x_dtype)) {
+  const bool wide_weight = p.has_weight && dtype_size(p.w_dtype) > dtype_size(p.x_dtype);
+  if (chosen.variant == KernelVariant::kCluster && p.op == NormOp::kRmsNorm && wide_weight) {
     const bool whole = chosen.weight_held_chunks == kTileSlotsPerThread;
     for (const bool pdl : {true, false}) {
       NormPlan other = chosen;
@@ -171,7 +171,6 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
   NormPlan streamed = widened(1, p.op, p.w_dtype);
   // (Compiled for rmsnorm with a weight wider than x on rows of 64-127 lanes only: op_streams
   // and streamed_lanes in core/plan.cpp; the tile takes longer rows.)
-  const bool wide_weight = p.has_weight && dtype_size(p.w_dtype) > dtype_size(p.x_dtype);
   if (p.op != NormOp::kRmsNorm || !wide_weight || !streamed.vector_io || p.rows <= 256 ||
       streamed.threads_per_row >= kTileMinThreadsPerRow) {
     return out;
