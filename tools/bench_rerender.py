@@ -1,6 +1,7 @@
 """Rewrites a benchmark run's results.md, results.json summaries and plots from its records,
-with the current judgement rules (the gemm regime's noise test, the ratios): a report is a view of
-results.json, so a rule fixed after a GPU run applies to that run without measuring again.
+with the current judgement rules (the gemm regime's noise and drift tests, the ratios): a report
+is a view of results.json, so a rule fixed after a GPU run applies to that run without measuring
+again.
 
     python tools/bench_rerender.py DIR        # DIR holds results.json; rewrites it in place
 """
@@ -29,6 +30,7 @@ def rerender(out_dir: Path) -> str:
     for r in records:
         cells.setdefault((r["suite"], r.get("variant"), r["op"], r["N"], r["M"]), []).append(r)
     for recs in cells.values():
+        relabelled += chain.mark_drifted(recs)
         for r in recs:
             for key in ("vs", "best_baseline", "ratio_vs_best_baseline"):
                 r.pop(key, None)

@@ -331,6 +331,33 @@ def test_gemm_marginal_known_to_within_ten_percent_or_noise():
     assert "noisy" in chain.noise(negative)
 
 
+def test_gemm_marginals_measured_while_the_chain_drifted_are_noisy():
+    def rec(provider: str, without_us: float, regime: str = "gemm") -> dict:
+        return {
+            "provider": provider,
+            "regime": regime,
+            "status": "ok",
+            "time_us": 3.0,
+            "chain_without_norms_us": without_us,
+        }
+
+    # The H200's N=7168, M=256 cell: the same graph at 1267-1278 us beside three providers, at
+    # 1420-1529 us beside the others (median 1446).
+    times = [1445.9, 1446.1, 1267.2, 1272.0, 1365.3, 1447.9, 1446.9, 1517.2, 1278.1]
+    cell = [rec(f"p{i}", t) for i, t in enumerate(times)] + [rec("copy", 0.0, "hbm")]
+    assert chain.mark_drifted(cell) == 3
+    drifted = [r["provider"] for r in cell if r["status"] == "noisy"]
+    assert drifted == ["p2", "p3", "p8"]
+    assert "1267 us" in cell[2]["reason"] and "-12%" in cell[2]["reason"]
+    assert cell[-1]["status"] == "ok"  # other regimes keep theirs
+    # Within the tolerance (6% off: the other cells of that run) nothing changes.
+    steady = [rec("a", 399.0), rec("b", 422.0), rec("c", 423.0)]
+    assert chain.mark_drifted(steady) == 0
+    assert all(r["status"] == "ok" for r in steady)
+    # Two records have no median to judge by.
+    assert chain.mark_drifted([rec("a", 1000.0), rec("b", 1500.0)]) == 0
+
+
 def test_gemm_chain_wiring():
     gen = torch.Generator().manual_seed(0)
     n, eps = 32, 1e-6

@@ -125,6 +125,44 @@ def noise(m: dict) -> str | None:
     return None
 
 
+# The chain without norms is one graph per shape, replayed beside every provider's chain, so it
+# takes the same time in each provider's measurement unless the GPU itself changed in between: on
+# the H200 (2026-12-03 reference run) it stayed within 6.5% of its median in every cell but two.
+# At N=7168, M=256 (GEMMs at ~660 TFLOP/s, where the clocks follow the power draw) it took 1267-1278
+# us beside three providers and 1420-1529 us beside the others, and the first three's marginals
+# were a third to a half of what the others' state gives: not comparable.
+CHAIN_DRIFT_TOLERANCE = 0.08
+
+
+def mark_drifted(cell: list[dict]) -> int:
+    """In one shape's records (every provider, every regime), marks the gemm marginals measured
+    while the chain without norms ran more than CHAIN_DRIFT_TOLERANCE away from the median of its
+    times over the cell's providers as noisy, with why; returns how many. Cells of fewer than
+    three such records have no median to trust and are left as they are."""
+    timed = [
+        r
+        for r in cell
+        if r.get("regime") == "gemm" and r.get("status") == "ok" and "chain_without_norms_us" in r
+    ]
+    if len(timed) < 3:
+        return 0
+    median = statistics.median(r["chain_without_norms_us"] for r in timed)
+    marked = 0
+    for r in timed:
+        t = r["chain_without_norms_us"]
+        if abs(t - median) > CHAIN_DRIFT_TOLERANCE * median:
+            r.update(
+                status="noisy",
+                reason=(
+                    f"noisy: the chain without norms took {t:.0f} us during this measurement, "
+                    f"{100 * (t / median - 1):+.0f}% from its median of {median:.0f} us beside "
+                    f"the cell's other providers (the GPU's clocks changed): not comparable"
+                ),
+            )
+            marked += 1
+    return marked
+
+
 def capture(run: Callable) -> torch.cuda.CUDAGraph:
     """run() eagerly on a side stream first (JIT compiles of Quack and FlashInfer-CuTe per dtype
     and N, torch.compile, cuBLAS handles and workspaces: none may happen inside the capture), then

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from oink.bench import ranking
+from oink.bench import chain, ranking
 
 METHOD = (
     "Correctness gate first: each provider's output (for the fused op, the returned output and "
@@ -27,8 +27,11 @@ REGIMES_TEXT = (
     "L2-resident; **gemm** the norm between GEMMs: 32 layers of (norm, then F.linear with the "
     "layer's own [N, N] weight in x's dtype, cuBLAS) in one CUDA graph, minus the same chain "
     "without norms, / 32: the median over 15 replay pairs (one of each, alternated) of their "
-    "difference; a marginal whose 95% confidence interval reaches further than 10% of it, "
-    "measured again over 60 pairs, is reported as noisy; the fused op carries a "
+    "difference; a marginal whose 95% confidence interval reaches further than "
+    f"{chain.NOISE_TOLERANCE:.0%} of it, measured again over {chain.REPLAYS * chain.RETRY_FACTOR} "
+    "pairs, is reported as noisy, and so is one measured while the chain without norms (one "
+    f"graph per shape) ran more than {chain.CHAIN_DRIFT_TOLERANCE:.0%} away from its median over "
+    "the shape's providers (the GPU's clocks changed); the fused op carries a "
     "residual stream through the chain. l2 and gemm apply only where M <= 256; by default the "
     "decode suite gets all three on a GPU, every other suite hbm."
 )

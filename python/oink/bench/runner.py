@@ -300,6 +300,7 @@ def measure_shape(
                 plan = f"explain failed: {e}"
             for rec in recs:
                 rec["plan"] = plan
+    chain.mark_drifted(records[first:])
     add_ratios(records[first:])
     del buf
     if cfg.device == "cuda" and set_bytes > (256 << 20):
