@@ -44,11 +44,11 @@
 # Time on one H200 (2026-12-01): build 52 s (six targets; an sm_90a-only pip install 39 s),
 # sanitize 442 s with every dtype (memcheck 52, racecheck 362, synccheck 28; racecheck and
 # synccheck now take one x dtype per element size), test with PYTEST_K="not cpu" 440 s,
-# profile (12 cases) ~45 s. bench --matrix with the peers: about 620 s on 2026-12-02 (the bf16
-# parts with the long rows 500 s, the variants 120 s, the peers' builds and JIT compiles
-# included), more than one 600 s device call after a build: run the matrix under
-# `timeout -s TERM` with --out DIR and finish it in a second call with --resume DIR (carry DIR;
-# README, "A run cut short").
+# profile (12 cases) ~45 s. bench --matrix with the peers: 496 s on 2026-12-03 (the peers'
+# setup of 92 s included) after a 55 s sm_90a-only build, in one call (BENCH_TIMEOUT=495; it
+# took about 620 s on 2026-12-02). Where it does not fit one 600 s device call (a build of all
+# six targets, a slower run), run the matrix under `timeout -s TERM` with --out DIR and finish
+# it in a second call with --resume DIR (carry DIR; README, "A run cut short").
 # Sanitizers and tests run at once (below), and slow each other: on 2026-12-02, `build sanitize
 # test` with SANITIZE_OPS=inference and TEST_SHARD=1/2 built in 81 s, ran memcheck 218 s,
 # racecheck 341 s and synccheck 82 s, and had not finished its half of the tests (`-k "not cpu"`,
@@ -300,8 +300,9 @@ if has_stage bench; then
     else
       # The step-6 matrix (oink/bench/suites.py): bf16 decode in three regimes, mid, large and
       # long rows, then fp16, a float32 weight and padded rows, against every peer and PyTorch.
-      # 4096 rotating sets: the reference run's. About 620 s with the peers' builds: in two
-      # calls, BENCH_TIMEOUT=480 in the first, BENCH_RESUME=DIR in the second.
+      # 4096 rotating sets: the reference run's. 496 s with the peers' setup on 2026-12-03, in
+      # one call after an sm_90a-only build; where that does not fit, two calls,
+      # BENCH_TIMEOUT=480 in the first, BENCH_RESUME=DIR in the second.
       run_bench "" --matrix --max-sets 4096
       # The targets of steps 3, 6 and 7 against this session (the step-3 references of ../shared
       # are not on the device: rerun it here with them, python tools/bench_targets.py DIR
