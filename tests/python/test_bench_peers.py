@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -356,6 +357,40 @@ def test_gemm_marginals_measured_while_the_chain_drifted_are_noisy():
     assert all(r["status"] == "ok" for r in steady)
     # Two records have no median to judge by.
     assert chain.mark_drifted([rec("a", 1000.0), rec("b", 1500.0)]) == 0
+
+
+def test_gemm_chains_are_timed_in_the_same_rounds_and_only_noisy_ones_again():
+    from types import SimpleNamespace
+
+    log: list[str] = []
+    calls = {"steady": 0, "jumpy": 0}
+
+    def runner(name: str):
+        def run():
+            log.append(name)
+            if name != "base":
+                calls[name] += 1
+                # steady: a constant 1 ms per call over the baseline; jumpy: 0 or 4 ms in turn,
+                # a median with a 95% interval far wider than 10% of it.
+                extra = 1e-3 if name == "steady" else 4e-3 * (calls[name] % 2)
+                t0 = time.perf_counter()
+                while time.perf_counter() - t0 < extra:
+                    pass
+
+        return run
+
+    base = SimpleNamespace(device="cpu", graph=None, run=runner("base"))
+    steady = SimpleNamespace(graph=None, run=runner("steady"))
+    jumpy = SimpleNamespace(graph=None, run=runner("jumpy"))
+    out = chain.measure_together([steady, jumpy], base, layers=1, replays=6)
+    # Warm-up and timed rounds alike: each round one pair per chain, in turn.
+    first = log[: 2 * 2 * (chain.WARMUP + 6)]
+    assert first == ["steady", "base", "jumpy", "base"] * (chain.WARMUP + 6)
+    # Then only the noisy one, over RETRY_FACTOR times the rounds.
+    assert log[len(first) :] == ["jumpy", "base"] * (chain.WARMUP + 6 * chain.RETRY_FACTOR)
+    assert out[0]["replays"] == 6 and chain.noise(out[0]) is None
+    assert out[0]["time_us"] == pytest.approx(1000.0, rel=0.5)
+    assert out[1]["replays"] == 6 * chain.RETRY_FACTOR
 
 
 def test_gemm_chain_wiring():

@@ -3,9 +3,12 @@
 A chain of LAYERS layers, each a norm followed by a GEMM of the [M, N] activation with its own
 [N, N] weight (cuBLAS, in x's dtype), is captured in one CUDA graph and replayed; the same chain
 without the norms is replayed in alternation with it. The norm's marginal cost is the median over
-replay pairs of their difference, over the layers (marginal). The fused op carries a residual
-stream through the chain: y, residual = fused(h, residual); h = y @ W. On the CPU the same chains
-run eagerly under a host clock (for the tests; the CPU mode's default regimes leave gemm out).
+replay pairs of their difference, over the layers (marginal). Every provider's chain for a shape
+is timed in the same rounds (measure_together: each round one pair per provider, in turn), so a
+change of the GPU's state while the shape is measured falls on every provider alike. The fused op
+carries a residual stream through the chain: y, residual = fused(h, residual); h = y @ W. On the
+CPU the same chains run eagerly under a host clock (for the tests; the CPU mode's default regimes
+leave gemm out).
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ def median_interval(values: list[float]) -> tuple[float, float]:
 
 
 def marginal(with_norms_us: list[float], without_us: list[float], layers: int) -> dict:
-    """The norm's marginal µs per layer: the median over replay pairs (replay_pair alternates the
+    """The norm's marginal µs per layer: the median over replay pairs (rounds() alternates the
     two chains) of (chain - chain without norms) / layers. A pair's two replays run back to back,
     so the drift of the GEMMs' clocks falls on both and cancels in their difference; the two
     chains' own medians are kept beside it. time_us_min/max are the extreme pairs; ci95_us the
@@ -126,11 +129,14 @@ def noise(m: dict) -> str | None:
 
 
 # The chain without norms is one graph per shape, replayed beside every provider's chain, so it
-# takes the same time in each provider's measurement unless the GPU itself changed in between: on
-# the H200 (2026-12-03 reference run) it stayed within 6.5% of its median in every cell but two.
-# At N=7168, M=256 (GEMMs at ~660 TFLOP/s, where the clocks follow the power draw) it took 1267-1278
-# us beside three providers and 1420-1529 us beside the others, and the first three's marginals
-# were a third to a half of what the others' state gives: not comparable.
+# takes the same time in each provider's measurement unless the GPU itself changed in between.
+# When the providers were timed one after another (the H200's 2026-12-03 reference run) it stayed
+# within 6.5% of its median in every cell but two: at N=7168, M=256 (GEMMs at ~660 TFLOP/s, where
+# the clocks follow the power draw) it took 1267-1278 us beside three providers and 1420-1529 us
+# beside the others, whose marginals were ~40% higher for the same kernels: not comparable. Since
+# measure_together times them in the same rounds, only a marginal measured again (noise()) can
+# land in another state: this rule catches that, and judges the runs stored before
+# (tools/bench_rerender.py).
 CHAIN_DRIFT_TOLERANCE = 0.08
 
 
@@ -181,38 +187,6 @@ def capture(run: Callable) -> torch.cuda.CUDAGraph:
     return graph
 
 
-def replay_pair(a: torch.cuda.CUDAGraph, b: torch.cuda.CUDAGraph, replays: int) -> tuple:
-    """µs per replay of a and of b, alternated (a, b, a, b, ...) so that clock and thermal drift
-    fall on both alike; WARMUP replays of each first."""
-    for _ in range(WARMUP):
-        a.replay()
-        b.replay()
-    torch.cuda.synchronize()
-    events = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(replays)]
-    for ev in events:
-        for graph, start, end in ((a, ev[0], ev[1]), (b, ev[2], ev[3])):
-            start.record()
-            graph.replay()
-            end.record()
-    torch.cuda.synchronize()
-    times_a = [ev[0].elapsed_time(ev[1]) * 1e3 for ev in events]
-    times_b = [ev[2].elapsed_time(ev[3]) * 1e3 for ev in events]
-    return times_a, times_b
-
-
-def host_pair(a: Callable, b: Callable, replays: int) -> tuple:
-    """CPU: the same alternation, each run timed with the host clock."""
-    for _ in range(WARMUP):
-        a(), b()
-    times_a, times_b = [], []
-    for _ in range(replays):
-        for run, out in ((a, times_a), (b, times_b)):
-            t0 = time.perf_counter()
-            run()
-            out.append((time.perf_counter() - t0) * 1e6)
-    return times_a, times_b
-
-
 class Baseline:
     """The chain without norms for one shape: captured once, replayed beside every provider's."""
 
@@ -222,26 +196,76 @@ class Baseline:
         self.graph = capture(self.run) if device == "cuda" else None
 
 
+class Chain:
+    """One provider's chain for a shape (the norm `fn` before each GEMM), captured on the GPU,
+    waiting to be timed with the shape's other providers (measure_together)."""
+
+    def __init__(
+        self, op: str, fn: Callable, baseline: Baseline, weights: list, x, residual, w, eps
+    ) -> None:
+        self.run = chain(op, fn, weights, x, residual, w, eps)
+        self.graph = capture(self.run) if baseline.device == "cuda" else None
+
+
+def rounds(chains: list[Chain], baseline: Baseline, replays: int) -> list[tuple[list, list]]:
+    """µs per replay of each chain and of the chain without norms beside it: `replays` rounds,
+    each one (chain, baseline) pair per chain in turn, after WARMUP rounds. Within a pair the
+    GPU's drift falls on both chains and cancels in their difference; across rounds it falls on
+    every provider alike. On the CPU the same order, each run timed with the host clock."""
+    if baseline.graph is not None:
+        graphs = [c.graph for c in chains]
+        for _ in range(WARMUP):
+            for g in graphs:
+                g.replay()
+                baseline.graph.replay()
+        torch.cuda.synchronize()
+        events = [
+            [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in graphs]
+            for _ in range(replays)
+        ]
+        for round_events in events:
+            for g, ev in zip(graphs, round_events, strict=True):
+                for graph, start, end in ((g, ev[0], ev[1]), (baseline.graph, ev[2], ev[3])):
+                    start.record()
+                    graph.replay()
+                    end.record()
+        torch.cuda.synchronize()
+        return [
+            (
+                [r[i][0].elapsed_time(r[i][1]) * 1e3 for r in events],
+                [r[i][2].elapsed_time(r[i][3]) * 1e3 for r in events],
+            )
+            for i in range(len(graphs))
+        ]
+    for _ in range(WARMUP):
+        for c in chains:
+            c.run(), baseline.run()
+    times = [([], []) for _ in chains]
+    for _ in range(replays):
+        for c, (with_us, without_us) in zip(chains, times, strict=True):
+            for run, out in ((c.run, with_us), (baseline.run, without_us)):
+                t0 = time.perf_counter()
+                run()
+                out.append((time.perf_counter() - t0) * 1e6)
+    return times
+
+
 # A marginal noise() rejects is measured once more, over this many times the replays.
 RETRY_FACTOR = 4
 
 
-def measure(
-    op: str, fn: Callable, baseline: Baseline, weights: list, x, residual, w, eps, replays: int
-) -> dict:
-    """The norm's marginal cost in the chain (see marginal), with the chain's own times. When
-    noise() rejects it, the same captured graphs are replayed RETRY_FACTOR times as often (a
-    replay costs the chain's time, ~2 ms at most: the capture is the expensive part) and that
-    measurement is the one returned, noisy or not."""
-    run = chain(op, fn, weights, x, residual, w, eps)
-    graph = capture(run) if baseline.device == "cuda" else None
+def measure_together(chains: list[Chain], baseline: Baseline, layers: int, replays: int) -> list:
+    """Each chain's marginal (see marginal), with the chains' own times, all timed in the same
+    rounds. The marginals noise() rejects are measured again, together, over RETRY_FACTOR times
+    the rounds (a replay costs the chain's time, ~2 ms at most: the captures are the expensive
+    part), and that measurement is the one returned, noisy or not."""
+    out: list[dict | None] = [None] * len(chains)
+    todo = list(range(len(chains)))
     for n in (replays, replays * RETRY_FACTOR):
-        if graph is not None:
-            with_us, without_us = replay_pair(graph, baseline.graph, n)
-        else:
-            with_us, without_us = host_pair(run, baseline.run, n)
-        m = marginal(with_us, without_us, len(weights))
-        if noise(m) is None:
+        times = rounds([chains[i] for i in todo], baseline, n)
+        for i, (with_us, without_us) in zip(todo, times, strict=True):
+            out[i] = marginal(with_us, without_us, layers)
+        todo = [i for i in todo if noise(out[i]) is not None]
+        if not todo:
             break
-    del graph
-    return m
+    return out

@@ -207,6 +207,9 @@ class Buffers:
     hbm_calls: int
     rotation: dict
     baseline: chain.Baseline | None = None
+    # Every provider's captured chain with its record, timed together after the last provider
+    # (_measure_chains).
+    chains: list[tuple[dict, chain.Chain]] = field(default_factory=list)
 
 
 def _n_sets(cfg: Config, shape: Shape, set_bytes: int) -> tuple[int, int]:
@@ -288,10 +291,6 @@ def measure_shape(
     for p in providers:
         recs = _new_records(shape, p, records)
         _measure_provider(cfg, shape, p, buf, recs, progress, weights)
-        for rec in recs:
-            if ranking.timed(rec):
-                rec["GBps"] = rec["bytes"] / (rec["time_us"] * 1e3)
-                rec["pct_ceiling"] = 100 * rec["GBps"] / ceiling_gbps
         if p.name == "oink" and cfg.record_plans:
             try:
                 plan = oink.explain(buf.sets[0][0], buf.w, op=shape.op, eps=cfg.eps)
@@ -300,6 +299,11 @@ def measure_shape(
                 plan = f"explain failed: {e}"
             for rec in recs:
                 rec["plan"] = plan
+    _measure_chains(cfg, shape, buf)
+    for rec in records[first:]:
+        if ranking.timed(rec):
+            rec["GBps"] = rec["bytes"] / (rec["time_us"] * 1e3)
+            rec["pct_ceiling"] = 100 * rec["GBps"] / ceiling_gbps
     chain.mark_drifted(records[first:])
     add_ratios(records[first:])
     del buf
@@ -399,17 +403,14 @@ def _time(cfg: Config, shape: Shape, p: Provider, buf: Buffers, rec: dict, weigh
         if why:
             rec.update(status="skipped", reason=why)
             return
-        rec.update(_gemm(cfg, shape, p, buf, weights))
-        if why := chain.noise(rec):
-            rec.update(status="noisy", reason=why)
-            return
-    else:
-        call = _call(op, p, used, buf.w, cfg.eps)
-        calls = buf.hbm_calls if regime == "hbm" else timing.MIN_CALLS_PER_GRAPH
-        rec.update(_rotation(buf, len(used)))
-        rec.update(_clock(cfg, call, len(used), calls))
-        if cfg.device == "cuda" and regime == "hbm" and shape.part.suite == "decode":
-            rec["host_us"] = timing.host_eager_time(call, len(used), cfg.host_iters)
+        _capture_chain(cfg, shape, p, buf, rec, weights)
+        return  # timed with the shape's other providers (_measure_chains)
+    call = _call(op, p, used, buf.w, cfg.eps)
+    calls = buf.hbm_calls if regime == "hbm" else timing.MIN_CALLS_PER_GRAPH
+    rec.update(_rotation(buf, len(used)))
+    rec.update(_clock(cfg, call, len(used), calls))
+    if cfg.device == "cuda" and regime == "hbm" and shape.part.suite == "decode":
+        rec["host_us"] = timing.host_eager_time(call, len(used), cfg.host_iters)
     rec["status"] = "ok"
     # In place and replayed, residual <- residual + x grows by |x| per call, and x is a normalised
     # row times a weight in [0.5, 1.5], so |x| stays below ~15 (measured: <= 14 over 20000 calls
@@ -434,16 +435,48 @@ def _clock(cfg: Config, call, n_sets: int, calls: int) -> dict:
     return timing.cpu_time(call, n_sets, repeats, target)
 
 
-def _gemm(cfg: Config, shape: Shape, p: Provider, buf: Buffers, weights: ChainWeights) -> dict:
+def _capture_chain(
+    cfg: Config, shape: Shape, p: Provider, buf: Buffers, rec: dict, weights: ChainWeights
+) -> None:
+    """p's GEMM chain for this shape, captured and queued in buf.chains beside the others'."""
     ws = weights.get(shape.n, shape.dtype)
     x = buf.sets[0][0]
     if buf.baseline is None:  # one chain without norms per shape, beside every provider's
         buf.baseline = chain.Baseline(cfg.device, ws, x)
     residual = buf.sets[0][1] if shape.op == FUSED else None
-    out = chain.measure(
-        shape.op, p.fn, buf.baseline, ws, x, residual, buf.w, cfg.eps, cfg.chain_replays
-    )
-    return {**out, "weights_bytes": chain.weights_bytes(shape.n, shape.dtype, len(ws))}
+    captured = chain.Chain(shape.op, p.fn, buf.baseline, ws, x, residual, buf.w, cfg.eps)
+    buf.chains.append((rec, captured))
+
+
+def _measure_chains(cfg: Config, shape: Shape, buf: Buffers) -> None:
+    """Times every queued chain of the shape in the same rounds (chain.measure_together) and
+    completes their records: a marginal, noisy or ok; failed if the fused op's stream went
+    non-finite; an error for all of them if the rounds raise."""
+    if not buf.chains:
+        return
+    recs = [rec for rec, _ in buf.chains]
+    chains = [captured for _, captured in buf.chains]
+    buf.chains = []
+    try:
+        marginals = chain.measure_together(
+            chains, buf.baseline, cfg.chain_layers, cfg.chain_replays
+        )
+    except Exception as e:
+        for rec in recs:
+            rec.update(status="error", reason=first_line(e))
+        _recover(cfg, f"the gemm chains of {shape.label()}", e)
+        return
+    finite = shape.op != FUSED or _finite(buf.sets[:1])
+    for rec, m in zip(recs, marginals, strict=True):
+        rec.update(m, weights_bytes=chain.weights_bytes(shape.n, shape.dtype, cfg.chain_layers))
+        if not finite:
+            # The providers' chains ran in turn on one x and residual: which one went non-finite
+            # is not known, so none of them is timed.
+            rec.update(status="failed", reason="non-finite values in x or residual after timing")
+        elif why := chain.noise(rec):
+            rec.update(status="noisy", reason=why)
+        else:
+            rec["status"] = "ok"
 
 
 def add_ratios(records: list[dict]) -> None:
