@@ -272,3 +272,24 @@ def test_default_output_is_a_new_folder_outside_the_source_tree(tmp_path, monkey
     first.mkdir(parents=True)
     assert env.default_out_dir(info) == first.with_name(first.name + "-2")  # never reused
     assert env.default_out_dir({"gpu": None, "date_utc": info["date_utc"]}).name.startswith("cpu-")
+
+
+def test_the_sources_hash_names_the_files_that_make_the_numbers(tmp_path) -> None:
+    from oink.bench import env
+
+    def tree(root: Path, kernel: str) -> Path:
+        (root / "csrc").mkdir(parents=True)
+        (root / "python" / "oink").mkdir(parents=True)
+        (root / "csrc" / "k.cu").write_text(kernel)
+        (root / "python" / "oink" / "a.py").write_text("x = 1\n")
+        (root / "CMakeLists.txt").write_text("project(x)\n")
+        (root / "notes.md").write_text("not a source\n")
+        return root
+
+    a = env.sources_hash(tree(tmp_path / "a", "kernel v1"))
+    b = env.sources_hash(tree(tmp_path / "b", "kernel v1"))  # another place, the same files
+    c = env.sources_hash(tree(tmp_path / "c", "kernel v2"))
+    assert a == b and a != c
+    assert a.endswith("(3 files)")
+    (tmp_path / "a" / "notes.md").write_text("edited\n")  # not a source: the same hash
+    assert env.sources_hash(tmp_path / "a") == a

@@ -29,7 +29,9 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
 def oink_revision() -> str:
     """git commit (+dirty) of the oink source tree: the one this package was imported from, or,
     for an installed package, the current directory when it is an oink checkout (as when a GPU
-    script builds and installs from it, then runs the benchmark there)."""
+    script builds and installs from it, then runs the benchmark there). A dirty tree is named by
+    the hash of its sources too: a copy of a working tree can carry an older commit's git
+    metadata (a lent GPU machine's, say), and the hash tells which sources ran."""
     package = Path(oink.__file__).resolve().parent
     for repo in (package.parent.parent, Path.cwd()):
         if not (repo / "csrc").is_dir() or not (repo / "python" / "oink").is_dir():
@@ -37,14 +39,15 @@ def oink_revision() -> str:
         where = "" if repo == package.parent.parent else f" (source tree {repo})"
         head = _run(["git", "rev-parse", "--short=12", "HEAD"], cwd=repo)
         if head is None:
-            return _tree_hash(repo) + where
+            return "no git; " + sources_hash(repo) + where
         dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo)
-        return head + ("+dirty" if dirty else "") + where
+        return head + (f"+dirty, {sources_hash(repo)}" if dirty else "") + where
     return f"unknown (installed at {package}, no source tree here)"
 
 
-def _tree_hash(repo: Path) -> str:
-    """Without git (a copied source tree, say): a hash of the sources that make the numbers."""
+def sources_hash(repo: Path) -> str:
+    """A hash of the sources that make the numbers (csrc, python/oink, CMakeLists.txt), the same
+    for the same files wherever they lie."""
     files = sorted(
         f
         for d in ("csrc", "python/oink", "CMakeLists.txt")
@@ -54,7 +57,7 @@ def _tree_hash(repo: Path) -> str:
     digest = hashlib.sha256()
     for f in files:
         digest.update(str(f.relative_to(repo)).encode() + b"\0" + f.read_bytes())
-    return f"no git; sources sha256:{digest.hexdigest()[:12]} ({len(files)} files)"
+    return f"sources sha256:{digest.hexdigest()[:12]} ({len(files)} files)"
 
 
 def _nvml_driver() -> str:
