@@ -239,7 +239,8 @@ def rounds(chains: list[Chain], baseline: Baseline, replays: int) -> list[tuple[
         ]
     for _ in range(WARMUP):
         for c in chains:
-            c.run(), baseline.run()
+            c.run()
+            baseline.run()
     times = [([], []) for _ in chains]
     for _ in range(replays):
         for c, (with_us, without_us) in zip(chains, times, strict=True):
