@@ -161,6 +161,24 @@ __device__ __forceinline__ void cluster_sync() {
 #endif
 }
 
+// A full cluster barrier whose arrival orders memory only for the warps that `release` (a
+// warp-uniform choice): those whose writes into other CTAs' shared memory must be visible after
+// it. The others arrive relaxed: on sm_90a a release arrival is a MEMBAR.ALL.GPU, which waits for
+// every memory operation the warp has in flight (a fused row's residual stores among them).
+__device__ __forceinline__ void cluster_sync_released_by(bool release) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (release) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  } else {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  }
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  (void)release;
+  __trap();
+#endif
+}
+
 // Writes `value` to the variable at `local` (this CTA's shared memory) in CTA `rank` of the
 // cluster: the same variable in that CTA's shared memory (distributed shared memory).
 template <typename V>

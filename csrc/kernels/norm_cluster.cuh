@@ -77,7 +77,9 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, W
   if (t < ctas && slice < slices) {
     device::store_to_cluster_rank(&slice_sums[slice], t, slice_sum);
   }
-  device::cluster_sync();  // every slice's sum is in every CTA's slice_sums
+  // Every slice's sum is in every CTA's slice_sums: released by the warps that sent them (the
+  // first of each slice's threads), the others' arrival relaxed.
+  device::cluster_sync_released_by(t < 32);
   Acc total = 0;
   for (int k = 0; k < slices; ++k) total += slice_sums[k];
   const Acc rstd = Row::inv_rms(total, p);
