@@ -150,21 +150,11 @@ __device__ __forceinline__ void cluster_wait() {
 #endif
 }
 
-// A full cluster barrier: every write to any CTA's shared memory before it, by any thread of the
-// cluster, is visible to every thread after it (release on arrive, acquire on wait).
-__device__ __forceinline__ void cluster_sync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#else
-  __trap();
-#endif
-}
-
-// A full cluster barrier whose arrival orders memory only for the warps that `release` (a
-// warp-uniform choice): those whose writes into other CTAs' shared memory must be visible after
-// it. The others arrive relaxed: on sm_90a a release arrival is a MEMBAR.ALL.GPU, which waits for
-// every memory operation the warp has in flight (a fused row's residual stores among them).
+// A full cluster barrier (arrive, then wait with acquire) whose arrival orders memory only for the
+// warps that `release` (a warp-uniform choice): those whose writes into other CTAs' shared memory
+// must be visible to every thread of the cluster after it. The others arrive relaxed: on sm_90a a
+// release arrival is a MEMBAR.ALL.GPU, which waits for every memory operation the warp has in
+// flight (a fused row's residual stores among them).
 __device__ __forceinline__ void cluster_sync_released_by(bool release) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (release) {

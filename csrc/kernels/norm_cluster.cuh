@@ -11,12 +11,15 @@
 // chunks each, staged in shared memory, the weight in registers as the budget allows), so a slice's
 // sum has the bits of a row of that length; the row's sum is the slices' sums added in slice order,
 // by every CTA alike, as two_pass adds them. The exchange: each slice's sum is written into every
-// CTA's `slice_sums[slice]`, then one cluster barrier (release, acquire) makes them visible. The
-// first cluster barrier, arrived on at the start and waited for just before those writes, is what
-// tells that every CTA of the cluster has started; no CTA leaves before the second barrier, so
-// no write lands in a CTA that has exited. (Sums sent by st.async onto each CTA's mbarrier,
-// without the second barrier, and Quack's exchange without the CTA barrier too, and the slices
-// loaded by one bulk copy each, were all measured slower: docs/kernels.md, "cluster".)
+// CTA's `slice_sums[slice]`, then one cluster barrier makes them visible: released by the warps
+// that wrote them only (a release arrival is a MEMBAR.ALL.GPU on sm_90a, waiting for all the
+// warp's memory operations; the other warps arrive relaxed: rmsnorm's batches 1.04-1.07x), acquired
+// by every thread. The first cluster barrier, arrived on at the start and waited for just before
+// those writes, is what tells that every CTA of the cluster has started; no CTA leaves before the
+// second barrier, so no write lands in a CTA that has exited. (Sums sent by st.async onto each
+// CTA's mbarrier, without the second barrier, and Quack's exchange without the CTA barrier too,
+// the slices loaded by one bulk copy each, and persistent clusters keeping two rows in flight,
+// were all measured slower: docs/kernels.md, "cluster".)
 #pragma once
 
 #include <cstdint>
