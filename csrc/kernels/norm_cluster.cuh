@@ -82,6 +82,7 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, W
   }
   // Every slice's sum is in every CTA's slice_sums: released by the warps that sent them (the
   // first of each slice's threads), the others' arrival relaxed.
+  static_assert(kMaxClusterCtas <= 32, "a slice's senders (t < ctas) are its first warp");
   device::cluster_sync_released_by(t < 32);
   Acc total = 0;
   for (int k = 0; k < slices; ++k) total += slice_sums[k];
