@@ -76,7 +76,7 @@ struct Candidate {
 // The planner's plan, the same without PDL, without weight (decode), the cluster's slices in
 // pairs or alone, the registers and tile schedules widened to every row, and every streamed
 // (stages, CTAs per SM) that fits.
-std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
+std::vector<Candidate> schedules(const NormProblem& p, const DeviceInfo& d) {
   std::vector<Candidate> out;
   LaunchOptions no_pdl;
   no_pdl.allow_pdl = false;
@@ -193,6 +193,28 @@ std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
         continue;  // would not be resident at once, or more CTAs than row groups
       }
       out.push_back({"streamed_s" + std::to_string(stages) + "_c" + std::to_string(ctas), plan});
+    }
+  }
+  return out;
+}
+
+// Every schedule with the PDL trigger the planner's rule gives it (its kernel's CTAs per SM from
+// the image), and the planner's and the tile's with the other trigger beside them.
+std::vector<Candidate> candidates(const NormProblem& p, const DeviceInfo& d) {
+  std::vector<Candidate> out;
+  for (Candidate c : schedules(p, d)) {
+    KernelImage image;
+    if (kernel_image(c.plan, p, 0, &image) == cudaSuccess) {
+      c.plan.ctas_per_sm = kernel_ctas_per_sm(image, c.plan.block_threads, c.plan.smem_bytes, d);
+    }
+    (void)cudaGetLastError();  // a schedule without a kernel is reported when it is timed
+    c.plan.pdl_early_trigger = pdl_early_trigger_pays(c.plan, d);
+    out.push_back(c);
+    const bool flips = c.name == "planner" || c.name == "tile";
+    if (flips && c.plan.use_pdl && c.plan.variant != KernelVariant::kStreamed) {
+      c.plan.pdl_early_trigger = !c.plan.pdl_early_trigger;
+      out.push_back({c.name + (c.plan.pdl_early_trigger ? "_early_trigger" : "_exit_trigger"),
+                     c.plan, c.weight});
     }
   }
   return out;

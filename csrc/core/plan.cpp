@@ -257,28 +257,27 @@ int weight_held_chunks(const NormProblem& p, const DeviceInfo& d, KernelVariant 
 }
 
 // Whether the tile schedule beats the registers one for a batch of `groups` tile row groups: for
-// rmsnorm from kTileMinGroupsPerSm groups per SM, and for rows of 1024 lanes from more rows than
-// SMs: the registers kernel's CTAs are then 1024 threads, two per SM at most, against the tile's
-// four of 256 (H200, bench/schedules, bf16, N=16384: M=256 6.40 against 7.94 us, M=512 10.32
-// against 15.04; at M=128 registers, 4.45 against 4.65). The fused op's registers kernel holds
-// both streams and the weight in registers with every load issued first, and kept up with the
-// tile (N=4096, M=65536: 529.5 against 534.0 us; N=7168 922.3 against 922.0; N=8192 1043.2
-// against 1061.5; N=16384, M=256: 11.65 against 12.87) except where its CTAs are weak from
-// kTileMinGroupsPerSm groups per SM: 1024-thread CTAs, one per SM, whose every row barrier idles
-// the SM (N=16384, M=16384: 559.2 against 531.8 us), and rows where half the lanes or more hold
-// one chunk instead of two, their registers idle (N=6144, M=16384: 208.7 against 199.5 us).
+// rmsnorm from kTileMinGroupsPerSm groups per SM, and for rows of 1024 lanes (both ops) from more
+// rows than SMs: the registers kernel's CTAs are then 512 threads of two lanes each, one (fused)
+// or two (rmsnorm) per SM, against the tile's three or four of 256 (H200, bench/schedules, bf16,
+// N=16384: rmsnorm M=256 6.40 against 7.94 us, M=512 10.32 against 15.04, at M=128 registers,
+// 4.45 against 4.65; fused M=192 7.87 against 9.40, M=256 9.65 against 10.91, M=320 12.28
+// against 13.81, each with the PDL trigger pdl_early_trigger_pays() gives it, at M=128 registers,
+// 5.78 against 6.01). The fused op's registers kernel holds both streams and the weight in
+// registers with every load issued first, and otherwise kept up with the tile (N=4096, M=65536:
+// 529.5 against 534.0 us; N=7168 922.3 against 922.0; N=8192 1043.2 against 1061.5) except where
+// its CTAs are weak from kTileMinGroupsPerSm groups per SM: rows where half the lanes or more
+// hold one chunk instead of two, their registers idle (N=6144, M=16384: 208.7 against 199.5 us).
 // The same rules held with a float32 weight on bf16 rows (bench/results/nvidia-h200/
 // tile_w32.txt): the fused op's tile at N=6144 and 16384 level with or ahead of its registers
 // kernel (M=65536: 788.6 against 804.8 us), its registers kernel ahead at N=8192 (1042.4 against
 // 1065.8); rmsnorm's tile 1.01-1.16x ahead of every streamed shape from M=1024 at N 2048-16384.
 bool tile_pays(const NormProblem& p, int threads_per_row, int64_t chunks, int64_t groups,
                const DeviceInfo& d) {
-  if (p.op != NormOp::kFusedAddRmsNorm) {  // one stream: rmsnorm's measured rule (layernorm too)
-    return threads_per_row == kMaxThreadsPerRow ? groups > d.sm_count
-                                                : groups >= kTileMinGroupsPerSm * d.sm_count;
-  }
+  if (threads_per_row == kMaxThreadsPerRow) return groups > d.sm_count;
   if (groups < kTileMinGroupsPerSm * d.sm_count) return false;
-  return threads_per_row == kMaxThreadsPerRow || 2 * chunks <= 3 * int64_t{threads_per_row};
+  // One stream (rmsnorm, layernorm) from there; the fused op where most lanes hold two chunks.
+  return p.op != NormOp::kFusedAddRmsNorm || 2 * chunks <= 3 * int64_t{threads_per_row};
 }
 
 }  // namespace
@@ -332,6 +331,39 @@ std::string cuda_forward_unsupported(const NormProblem& p) {
   const int64_t limit = kSliceChunks * int64_t{16 / dtype_size(p.x_dtype)};
   return "must have N <= " + std::to_string(limit) + " (x.size(-1)) on CUDA for " +
          dtype_name(p.x_dtype) + " rows: layernorm's CUDA kernel holds a row in registers";
+}
+
+int kernel_ctas_per_sm(const KernelImage& image, int block_threads, int smem_bytes,
+                       const DeviceInfo& device) {
+  if (image.registers <= 0 || block_threads <= 0 || device.max_smem_per_sm <= 0) return 0;
+  const int warps = (block_threads + 31) / 32;
+  const int per_warp = (image.registers * 32 + kRegisterAllocationUnit - 1) /
+                       kRegisterAllocationUnit * kRegisterAllocationUnit;
+  const int smem = smem_bytes + image.static_smem_bytes + device.reserved_smem_per_block;
+  return std::min({device.max_threads_per_sm / block_threads, device.max_blocks_per_sm,
+                   device.registers_per_sm / (warps * per_warp), device.max_smem_per_sm / smem});
+}
+
+// The kernels call launch_dependents right after their own wait: the next PDL launch's CTAs then
+// take whatever room this grid leaves on each SM and sit there until this grid ends, and its
+// launch latency is hidden. That pays while the next grid fits beside this one entirely (up to
+// half a wave: it all starts the moment this one ends) or hardly at all (a full wave or more: the
+// signal comes only as the last wave starts). In between, the next grid is split: part of it
+// waits beside this one, the rest launches only as this one's CTAs exit, and the early signal
+// cost 3-28% (H200, bf16, bench/schedules, the exit trigger against the planner's early one, from
+// half to all but half an SM's CTA of a wave: the fused tile at N=16384, M=256 9.65 against
+// 12.38 us and M=320 12.28 against 14.09; at N=8192, M=512 9.81 against 12.24; rmsnorm's tile at
+// N=8192, M=768 7.89 against 8.94; the fused cluster at N=32768, M=160 13.14 against 14.53; the
+// fused registers kernel at N=8192, M=256 5.73 against 6.04), where outside it the early signal
+// won by 1-12% (M=96-192 and from a full wave). Two registers-kernel shapes with eight and six
+// CTAs an SM went the other way inside the band (rmsnorm N=4096, M=768 5.51 against 5.28 us;
+// fused N=4096, M=512 5.62 against 5.36): bench/results/nvidia-h200/pdl_trigger.txt.
+bool pdl_early_trigger_pays(const NormPlan& plan, const DeviceInfo& device) {
+  if (!plan.use_pdl || plan.variant == KernelVariant::kStreamed) return false;
+  if (plan.ctas_per_sm <= 0 || device.sm_count <= 0) return true;
+  const int64_t wave = int64_t{plan.ctas_per_sm} * device.sm_count;
+  const bool split = 2 * plan.grid > wave && 2 * (wave - plan.grid) >= device.sm_count;
+  return !split;
 }
 
 NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchOptions& options,
@@ -412,13 +444,15 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     } else {
       plan.variant = KernelVariant::kTwoPass;
     }
+    KernelImage image;
     if (image_of) {
-      const KernelImage image = image_of(plan);
+      image = image_of(plan);
       plan.image_sass_arch = image.sass_arch;
       plan.image_ptx_arch = image.ptx_arch;
+      plan.ctas_per_sm = kernel_ctas_per_sm(image, plan.block_threads, plan.smem_bytes, device);
     }
-    plan.use_pdl = options.allow_pdl && device.cc_major >= 9 &&
-                   KernelImage{plan.image_sass_arch, plan.image_ptx_arch}.has_griddepcontrol();
+    plan.use_pdl = options.allow_pdl && device.cc_major >= 9 && image.has_griddepcontrol();
+    plan.pdl_early_trigger = pdl_early_trigger_pays(plan, device);
   }
 
   const std::string broken = plan_violation(plan, p, device);
@@ -490,6 +524,10 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     return "vector_io needs 16-byte aligned pointers, strides and N";
   }
   if (plan.use_pdl && device.cc_major < 9) return "PDL needs sm_90 or newer";
+  if (plan.pdl_early_trigger && !plan.use_pdl) return "an early PDL trigger needs PDL";
+  if (plan.pdl_early_trigger && plan.variant == KernelVariant::kStreamed) {
+    return "the streamed kernel's CTAs persist: it triggers the next launch after its last row";
+  }
   if (plan.use_pdl &&
       !KernelImage{plan.image_sass_arch, plan.image_ptx_arch}.has_griddepcontrol()) {
     return "PDL needs a kernel image compiled for sm_90 or newer (griddepcontrol)";
@@ -655,6 +693,8 @@ PlanFacts plan_facts(const NormPlan& plan, const NormProblem& p, const DeviceInf
   put.number("stages", plan.stages);
   put.number("smem_bytes", plan.smem_bytes);
   put.number("pdl", plan.use_pdl);
+  put.number("pdl_early_trigger", plan.pdl_early_trigger);
+  put.number("ctas_per_sm", plan.ctas_per_sm);
   put.number("image_sass", plan.image_sass_arch);
   put.number("image_ptx", plan.image_ptx_arch);
   if (!put.complete()) throw std::logic_error("plan_facts: a plan field was left unset");

@@ -153,6 +153,13 @@ struct NormPlan {
   int stages = 0;         // kStreamed: row groups in flight per CTA; 0 otherwise
   int smem_bytes = 0;     // dynamic shared memory per CTA (kStreamed, kTile)
   bool use_pdl = false;   // programmatic dependent launch (see KernelImage)
+  // With PDL: whether each CTA lets the next PDL launch start its CTAs as soon as its own wait
+  // returns (true), or the next launch starts only as this grid's CTAs exit (false; the streamed
+  // kernel signals after its last row instead). See pdl_early_trigger_pays().
+  bool pdl_early_trigger = false;
+  // CTAs of this plan's kernel one SM holds at once (its registers, shared memory, threads and
+  // the SM's limits; kernel_ctas_per_sm()); 0 where the image's registers are not known.
+  int ctas_per_sm = 0;
   // The image of the plan's kernel the CUDA runtime runs on the device (0: not asked, CPU).
   int image_sass_arch = 0;
   int image_ptx_arch = 0;
@@ -168,6 +175,8 @@ struct NormPlan {
 struct KernelImage {
   int sass_arch = 0;
   int ptx_arch = 0;
+  int registers = 0;          // per thread (cudaFuncAttributes::numRegs); 0: not known
+  int static_smem_bytes = 0;  // the kernel's static shared memory (sharedSizeBytes)
 
   bool has_griddepcontrol() const { return ptx_arch >= 90 && sass_arch >= 90; }
 };
@@ -192,6 +201,20 @@ std::string cuda_forward_unsupported(const NormProblem& problem);
 NormPlan make_plan(const NormProblem& problem, const DeviceInfo& device,
                    const LaunchOptions& options = {}, const KernelImageOf& image_of = nullptr);
 
+// Registers are allocated per warp in units of this many (every architecture from sm_50 through
+// sm_120: the CUDA occupancy calculator's "register allocation unit size").
+inline constexpr int kRegisterAllocationUnit = 256;
+
+// CTAs of `block_threads` threads with `smem_bytes` of dynamic shared memory that one SM holds at
+// once, for a kernel image of known registers (0 when they are not known): the CUDA occupancy
+// rule, registers allocated per warp in units of kRegisterAllocationUnit.
+int kernel_ctas_per_sm(const KernelImage& image, int block_threads, int smem_bytes,
+                       const DeviceInfo& device);
+
+// Whether a PDL plan should let the next launch start its CTAs as soon as its own wait returns
+// (see the definition for the measurements behind the rule).
+bool pdl_early_trigger_pays(const NormPlan& plan, const DeviceInfo& device);
+
 // Dynamic shared memory of a streamed plan: the weight slots plus `stages` stages.
 int64_t streamed_smem_bytes(const NormProblem& problem, int chunks_per_thread, int block_threads,
                             int stages);
@@ -209,7 +232,7 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& problem,
 // tests/python/test_python_surface.py) and what describe() prints. Names, in order:
 inline constexpr std::array<const char*, 5> kPlanTextFields = {"op", "variant", "device", "x_dtype",
                                                                "weight_dtype"};
-inline constexpr std::array<const char*, 23> kPlanNumberFields = {"M",
+inline constexpr std::array<const char*, 25> kPlanNumberFields = {"M",
                                                                   "N",
                                                                   "ld_x",
                                                                   "ld_residual",
@@ -230,6 +253,8 @@ inline constexpr std::array<const char*, 23> kPlanNumberFields = {"M",
                                                                   "persistent",
                                                                   "smem_bytes",
                                                                   "pdl",
+                                                                  "pdl_early_trigger",
+                                                                  "ctas_per_sm",
                                                                   "image_sass",
                                                                   "image_ptx"};
 // The two lists (sizes and x strides over the leading dimensions walked per row, outermost

@@ -66,6 +66,7 @@ struct DeviceInfo {
   int max_smem_per_block = 48 * 1024;  // opt-in limit, bytes
   int max_smem_per_sm = 0;             // bytes; 0: unknown (no shared-memory schedules)
   int reserved_smem_per_block = 1024;  // bytes the driver keeps per resident CTA
+  int registers_per_sm = 64 * 1024;    // 32-bit registers
 
   bool is_cuda() const { return cc_major > 0; }
 };

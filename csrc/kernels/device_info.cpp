@@ -32,6 +32,7 @@ DeviceInfo cuda_device_info(int index) {
     info.max_smem_per_block = static_cast<int>(prop.sharedMemPerBlockOptin);
     info.max_smem_per_sm = static_cast<int>(prop.sharedMemPerMultiprocessor);
     info.reserved_smem_per_block = static_cast<int>(prop.reservedSharedMemPerBlock);
+    info.registers_per_sm = prop.regsPerMultiprocessor;
   }
   return info;
 }

@@ -270,6 +270,7 @@ KernelParams kernel_params(const NormPlan& plan, const NormProblem& problem, con
   params.eps = args.eps;
   params.inv_cols_d = 1.0 / static_cast<double>(problem.cols);
   params.use_pdl = plan.use_pdl;
+  params.pdl_early_trigger = plan.pdl_early_trigger;
   params.rstd = static_cast<float*>(args.rstd);
   params.mean = static_cast<float*>(args.mean);
   params.bias = static_cast<const float*>(args.bias);
@@ -315,7 +316,8 @@ cudaError_t kernel_image(const NormPlan& plan, const NormProblem& problem, int d
   if (err == cudaSuccess) err = cudaFuncGetAttributes(&attributes, kernel.function);
   if (current != device) (void)cudaSetDevice(current);
   if (err != cudaSuccess) return err;
-  *image = KernelImage{attributes.binaryVersion, attributes.ptxVersion};
+  *image = KernelImage{attributes.binaryVersion, attributes.ptxVersion, attributes.numRegs,
+                       static_cast<int>(attributes.sharedSizeBytes)};
   known.emplace(key, *image);
   return cudaSuccess;
 }

@@ -37,7 +37,10 @@ struct KernelParams {
   float inv_cols;  // 1/N, rounded once on the host: a multiply instead of a division
   float eps;
   bool use_pdl;  // launched with programmatic dependent launch
-  int slices;    // slices of a row's reduction layout (kSliceChunks chunks each)
+  // With PDL: let the next launch start its CTAs right after this CTA's wait (the plan's
+  // pdl_early_trigger); otherwise they start as this grid's CTAs exit.
+  bool pdl_early_trigger;
+  int slices;  // slices of a row's reduction layout (kSliceChunks chunks each)
   // --- cold: the streamed schedule's, float32 rows', rows over several dimensions
   int chunks_per_thread;  // streamed kernel: slots per thread and stream
   int stages;             // streamed kernel: rows (or row groups) in flight per CTA
@@ -258,19 +261,17 @@ struct NormRow : RowIo<T, W, kVector> {
 
 // Programmatic dependent launch, first thing in every kernel. CTA 0 asks the L2 for the weight
 // (a parameter no preceding kernel is expected to write, and a prefetch is coherent anyway) while
-// the preceding kernel drains; then every CTA waits for it before touching memory, and lets the
-// next PDL launch start its CTAs.
-// kLaunchDependentsNow: false for persistent kernels, which signal at their end instead. Their
-// CTAs stay resident to the last row, so an early signal only lets the next kernel's CTAs sit
-// waiting beside them, where they fit: the streamed N=4096 plan (3 CTAs of 256 threads per SM)
-// ran 313 us with PDL against 283 us without (H200, bench/schedules, 2026-11-30).
-template <typename W, bool kVector, bool kLaunchDependentsNow = true>
+// the preceding kernel drains; then every CTA waits for it before touching memory, and, where the
+// plan says so (pdl_early_trigger_pays in core/plan.cpp), lets the next PDL launch start its CTAs.
+// Without that signal they start as this grid's CTAs exit (the streamed kernel, whose CTAs persist,
+// signals after its last row).
+template <typename W, bool kVector>
 __device__ __forceinline__ void begin_pdl(const KernelParams& p) {
   if (kVector && p.use_pdl && p.weight != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
     device::prefetch_l2(p.weight, static_cast<uint32_t>(p.cols * sizeof(W)));
   }
   device::pdl_wait();
-  if constexpr (kLaunchDependentsNow) device::pdl_launch_dependents();
+  if (p.pdl_early_trigger) device::pdl_launch_dependents();
 }
 
 }  // namespace oink

@@ -141,6 +141,10 @@ class Plan:
     block_threads: int
     grid: int
     pdl: bool
+    # with PDL: the next launch's CTAs start once this kernel's CTAs have waited (True), or as
+    # they exit (False: grids that fill between half and nearly all of a wave, and streamed)
+    pdl_early_trigger: bool = False
+    ctas_per_sm: int = 0  # CTAs of this kernel one SM holds at once (0: not known, CPU)
     lanes_per_thread: int = 1  # tile, cluster: lanes one thread plays (a row runs on fewer threads)
     slices: int = 1  # slices of the row's reduction (16384 16-bit elements each), by N and dtype
     cluster_ctas: int = 0  # cluster: CTAs per thread block cluster (one or two slices each)
@@ -223,11 +227,17 @@ class Plan:
             ]
         if self.variant != "cpu":
             threads = self.threads_per_row // self.lanes_per_thread
+            pdl = "off"
+            if self.pdl:
+                pdl = "on, the next launch starts " + (
+                    "after this one's wait" if self.pdl_early_trigger else "as its CTAs exit"
+                )
             lines += [
                 f"  grid {self.grid} CTAs x {self.block_threads} threads "
-                f"({self.rows_per_cta} row(s) per CTA, {threads} threads per row)",
+                f"({self.rows_per_cta} row(s) per CTA, {threads} threads per row"
+                + (f", {self.ctas_per_sm} CTAs per SM)" if self.ctas_per_sm else ")"),
                 f"  each thread owns {self.chunks_per_thread or 'a strided run of'} chunk(s) of "
-                f"{self.chunk_elems} elements; I/O: {io}; PDL {'on' if self.pdl else 'off'}",
+                f"{self.chunk_elems} elements; I/O: {io}; PDL {pdl}",
                 f"  kernel image: sm_{self.image_sass} SASS from compute_{self.image_ptx} code"
                 + ("" if self.image_ptx >= 90 else " (no griddepcontrol: no PDL)"),
             ]

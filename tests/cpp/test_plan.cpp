@@ -225,11 +225,10 @@ TEST(MakePlan, SharedMemorySchedulesOnlyForAlignedBatchesOfSeveralRowGroupsPerSm
     }
     if (tile) {
       if (!plan.vector_io) return "tile without vector I/O";
-      // rmsnorm rows of 1024 lanes: from more rows than SMs (the registers kernel's CTAs are
-      // 1024 threads); every other row: from 3 groups per SM.
-      const bool wide_rmsnorm = rmsnorm && plan.threads_per_row == kMaxThreadsPerRow;
-      if (wide_rmsnorm ? groups <= c.device.sm_count
-                       : groups < kTileMinGroupsPerSm * c.device.sm_count) {
+      // Rows of 1024 lanes (both ops): from more rows than SMs (the registers kernel's CTAs are
+      // 512 threads, one or two an SM); every other row: from 3 groups per SM.
+      const bool wide = plan.threads_per_row == kMaxThreadsPerRow;
+      if (wide ? groups <= c.device.sm_count : groups < kTileMinGroupsPerSm * c.device.sm_count) {
         return "tile below its groups per SM";
       }
       if (plan.threads_per_row < 128 || chunks > 2 * plan.threads_per_row) {
@@ -270,14 +269,22 @@ TEST(MakePlan, RegistersUntilThreeTileRowGroupsPerSmOrOneFor1024Lanes) {
   EXPECT_EQ(plan(7168, 395).variant, KernelVariant::kRowInRegisters);
   EXPECT_EQ(plan(7168, 396).variant, KernelVariant::kTile);
   EXPECT_EQ(plan(7168, 396).rows_per_cta, 1);
-  // bf16 N=16384: 1024 lanes, whose registers CTAs are 1024 threads: the tile from more rows
-  // than SMs (133 on 132), for rmsnorm only.
+  // bf16 N=16384: 1024 lanes, whose registers CTAs are 512 threads of two lanes: the tile from
+  // more rows than SMs (133 on 132), for both ops.
   EXPECT_EQ(plan(16384, 132).variant, KernelVariant::kRowInRegisters);
   EXPECT_EQ(plan(16384, 133).variant, KernelVariant::kTile);
   EXPECT_EQ(plan(16384, 133).block_threads, 256);
-  const NormProblem fused =
-      problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, 16384, 256, kLayouts[0]);
-  EXPECT_EQ(make_plan(fused, hopper()).variant, KernelVariant::kRowInRegisters);
+  auto fused = [](int64_t n, int64_t m) {
+    return make_plan(
+        problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, n, m, kLayouts[0]),
+        hopper());
+  };
+  EXPECT_EQ(fused(16384, 132).variant, KernelVariant::kRowInRegisters);
+  EXPECT_EQ(fused(16384, 133).variant, KernelVariant::kTile);
+  // Shorter fused rows: the tile only from 3 groups per SM, where most lanes hold two chunks
+  // (N=8192, 512 lanes of two chunks each: the registers kernel at every batch).
+  EXPECT_EQ(fused(8192, 396).variant, KernelVariant::kRowInRegisters);
+  EXPECT_EQ(fused(8192, 1 << 16).variant, KernelVariant::kRowInRegisters);
 }
 
 TEST(MakePlan, RegistersUntilEachStreamedCtaGetsThreeRowGroups) {
@@ -530,6 +537,85 @@ TEST(MakePlan, TheImageIsAskedForTheFinishedSchedule) {
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(seen, plan.variant);
   EXPECT_EQ(plan.variant, KernelVariant::kTile);
+}
+
+TEST(KernelCtasPerSm, TheOccupancyRuleOfRegistersSharedMemoryThreadsAndBlocks) {
+  const DeviceInfo d = hopper();
+  // 76 registers a thread: 2432 a warp, allocated as 2560; 8 warps a CTA take 20480 of 65536.
+  EXPECT_EQ(kernel_ctas_per_sm(KernelImage{90, 90, 76, 1152}, 256, 0, d), 3);
+  // The same kernel with 64 KiB of dynamic shared memory: (64 + 1.125 + 1) KiB a CTA, 3 fit.
+  EXPECT_EQ(kernel_ctas_per_sm(KernelImage{90, 90, 76, 1152}, 256, 65536, d), 3);
+  // 64 registers, 128 KiB a CTA: one.
+  EXPECT_EQ(kernel_ctas_per_sm(KernelImage{90, 90, 64, 1408}, 512, 131072, d), 1);
+  // 32 registers, 128 threads: the SM's 2048 threads allow 16, its registers 16, blocks 32.
+  EXPECT_EQ(kernel_ctas_per_sm(KernelImage{90, 90, 32, 0}, 128, 0, d), 16);
+  // 24 registers, 32 threads: the SM's 32 CTAs.
+  EXPECT_EQ(kernel_ctas_per_sm(KernelImage{90, 90, 24, 0}, 32, 0, d), 32);
+  // Unknown registers (an image_of without them, or the CPU): unknown.
+  EXPECT_EQ(kernel_ctas_per_sm(KernelImage{90, 90}, 256, 0, d), 0);
+  EXPECT_EQ(kernel_ctas_per_sm(KernelImage{90, 90, 32, 0}, 256, 0, DeviceInfo{}), 0);
+}
+
+TEST(MakePlan, PdlTriggersEarlyUnlessTheNextGridWouldSplitAroundThisOne) {
+  // Every kernel image here: 76 registers a thread (three 256-thread CTAs an SM at most).
+  const KernelImageOf image = [](const NormPlan&) { return KernelImage{90, 90, 76, 1152}; };
+  auto plan = [&](NormOp op, int64_t n, int64_t m, const LaunchOptions& options = {}) {
+    const NormProblem p = problem(DType::kBFloat16, Weight::kSame, op, n, m, kLayouts[0]);
+    const NormPlan made = make_plan(p, hopper(), options, image);
+    EXPECT_EQ(plan_violation(made, p, hopper()), "");
+    return made;
+  };
+  // The fused tile at N=16384 (256 threads, 64 KiB): three CTAs an SM, a wave of 396.
+  const NormPlan half = plan(NormOp::kFusedAddRmsNorm, 16384, 198);
+  ASSERT_EQ(half.variant, KernelVariant::kTile);
+  EXPECT_EQ(half.ctas_per_sm, 3);
+  EXPECT_TRUE(half.pdl_early_trigger);  // half a wave: the next grid fits beside it whole
+  EXPECT_FALSE(plan(NormOp::kFusedAddRmsNorm, 16384, 199).pdl_early_trigger);
+  EXPECT_FALSE(plan(NormOp::kFusedAddRmsNorm, 16384, 256).pdl_early_trigger);
+  // Up to half an SM's CTA short of a wave (66 on 132 SMs): split; closer to full: early.
+  EXPECT_FALSE(plan(NormOp::kFusedAddRmsNorm, 16384, 330).pdl_early_trigger);
+  EXPECT_TRUE(plan(NormOp::kFusedAddRmsNorm, 16384, 331).pdl_early_trigger);
+  EXPECT_TRUE(plan(NormOp::kFusedAddRmsNorm, 16384, 396).pdl_early_trigger);
+  EXPECT_TRUE(plan(NormOp::kFusedAddRmsNorm, 16384, 4096).pdl_early_trigger);
+  // Decode: a CTA or less an SM.
+  EXPECT_TRUE(plan(NormOp::kRmsNorm, 4096, 1).pdl_early_trigger);
+  EXPECT_TRUE(plan(NormOp::kRmsNorm, 8192, 64).pdl_early_trigger);
+  // No PDL, no trigger; explain shows both fields.
+  LaunchOptions off;
+  off.allow_pdl = false;
+  const NormPlan no_pdl = plan(NormOp::kFusedAddRmsNorm, 16384, 16, off);
+  EXPECT_FALSE(no_pdl.use_pdl);
+  EXPECT_FALSE(no_pdl.pdl_early_trigger);
+  const NormProblem p =
+      problem(DType::kBFloat16, Weight::kSame, NormOp::kFusedAddRmsNorm, 16384, 256, kLayouts[0]);
+  EXPECT_NE(describe(make_plan(p, hopper(), {}, image), p, hopper())
+                .find("pdl=1 pdl_early_trigger=0 ctas_per_sm=3"),
+            std::string::npos);
+  // An image of unknown registers: occupancy unknown, the early trigger.
+  const NormPlan unknown = make_plan(p, hopper(), {}, [](const NormPlan&) {
+    return KernelImage{90, 90};
+  });
+  EXPECT_EQ(unknown.ctas_per_sm, 0);
+  EXPECT_TRUE(unknown.pdl_early_trigger);
+}
+
+TEST(PlanViolation, TheEarlyTriggerNeedsPdlAndNeverPersists) {
+  const NormProblem p =
+      problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 4096, 1, kLayouts[0]);
+  NormPlan plan = make_plan(p, hopper(), {}, [](const NormPlan&) { return KernelImage{90, 90}; });
+  ASSERT_TRUE(plan.use_pdl && plan.pdl_early_trigger);
+  plan.use_pdl = false;
+  EXPECT_EQ(plan_violation(plan, p, hopper()), "an early PDL trigger needs PDL");
+  const NormProblem many =
+      problem(DType::kBFloat16, Weight::kFloat32, NormOp::kRmsNorm, 1024, 65536, kLayouts[0]);
+  NormPlan streamed = make_plan(many, hopper(), {}, [](const NormPlan&) {
+    return KernelImage{90, 90};
+  });
+  ASSERT_EQ(streamed.variant, KernelVariant::kStreamed);
+  EXPECT_TRUE(streamed.use_pdl);
+  EXPECT_FALSE(streamed.pdl_early_trigger);
+  streamed.pdl_early_trigger = true;
+  EXPECT_NE(plan_violation(streamed, many, hopper()).find("streamed"), std::string::npos);
 }
 
 TEST(MakePlan, LongRowsAreSlicedAndRunAClusterPerRowAtEveryBatchSize) {
