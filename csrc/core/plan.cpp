@@ -346,18 +346,18 @@ int kernel_ctas_per_sm(const KernelImage& image, int block_threads, int smem_byt
 
 // The kernels call launch_dependents right after their own wait: the next PDL launch's CTAs then
 // take whatever room this grid leaves on each SM and sit there until this grid ends, and its
-// launch latency is hidden. That pays while the next grid fits beside this one entirely (up to
-// half a wave: it all starts the moment this one ends) or hardly at all (a full wave or more: the
-// signal comes only as the last wave starts). In between, the next grid is split: part of it
-// waits beside this one, the rest launches only as this one's CTAs exit, and the early signal
-// cost 3-28% (H200, bf16, bench/schedules, the exit trigger against the planner's early one, from
-// half to all but half an SM's CTA of a wave: the fused tile at N=16384, M=256 9.65 against
-// 12.38 us and M=320 12.28 against 14.09; at N=8192, M=512 9.81 against 12.24; rmsnorm's tile at
-// N=8192, M=768 7.89 against 8.94; the fused cluster at N=32768, M=160 13.14 against 14.53; the
-// fused registers kernel at N=8192, M=256 5.73 against 6.04), where outside it the early signal
-// won by 1-12% (M=96-192 and from a full wave). Two registers-kernel shapes with eight and six
-// CTAs an SM went the other way inside the band (rmsnorm N=4096, M=768 5.51 against 5.28 us;
-// fused N=4096, M=512 5.62 against 5.36): bench/results/nvidia-h200/pdl_trigger.txt.
+// launch latency is hidden. That pays while the next grid fits beside this one whole (up to half
+// a wave: all of it starts the moment this one ends) or hardly at all (from half an SM's CTA
+// short of a full wave: the signal comes only as the last CTAs start). In between, the next grid
+// splits: part of it waits beside this one, the rest launches only as this one's CTAs exit. There
+// the exit trigger (no launch_dependents) was up to 1.28x faster (H200, bf16, bench/schedules,
+// back-to-back launches: the fused tile at N=16384, M=256 9.65 against 12.38 us, M=320 12.28
+// against 14.09, N=8192, M=512 9.81 against 12.24; rmsnorm's tile at N=8192, M=768 7.89 against
+// 8.94; the fused cluster at N=32768, M=160 13.14 against 14.53; the fused registers kernel at
+// N=8192, M=256 5.73 against 6.04), and outside it up to 1.14x slower (rmsnorm N=4096, M=128:
+// 2.07 against 1.82). Two registers-kernel shapes of six and eight CTAs an SM went the other way
+// inside the band (rmsnorm N=4096, M=768: 5.51 against 5.28 us; fused N=4096, M=512: 5.62
+// against 5.36): bench/results/nvidia-h200/pdl_trigger/sweep_early_vs_exit.txt.
 bool pdl_early_trigger_pays(const NormPlan& plan, const DeviceInfo& device) {
   if (!plan.use_pdl || plan.variant == KernelVariant::kStreamed) return false;
   if (plan.ctas_per_sm <= 0 || device.sm_count <= 0) return true;

@@ -247,8 +247,9 @@ class Plan:
 def set_pdl(enabled: bool) -> bool:
     """Whether later CUDA launches may use programmatic dependent launch (sm_90+; on by default):
     each kernel waits for the preceding one in the stream before touching memory, and lets the
-    next one launch early. Process-wide, read when a call is planned (so a CUDA graph keeps the
-    setting it was captured with). Returns the previous setting."""
+    next one launch early (or as its CTAs exit: Plan.pdl_early_trigger). Process-wide, read when
+    a call is planned (so a CUDA graph keeps the setting it was captured with). Returns the
+    previous setting."""
     return bool(torch.ops.oink.set_pdl.default(bool(enabled)))
 
 
