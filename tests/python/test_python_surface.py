@@ -72,6 +72,24 @@ def test_explain_returns_exactly_the_fields_of_plan():
     assert isinstance(plan.vector_io, bool) and isinstance(plan.pdl, bool)
 
 
+def test_plan_text_says_where_the_next_pdl_launch_starts():
+    """Plan's text names the PDL trigger and the kernel's CTAs per SM (core/plan.cpp,
+    pdl_early_trigger_pays); the CPU's plan is rewritten into a CUDA one to print it."""
+    cpu = oink.explain(torch.randn(256, 16384, dtype=torch.bfloat16))
+    assert not cpu.pdl and not cpu.pdl_early_trigger and cpu.ctas_per_sm == 0
+    cuda = dataclasses.replace(
+        cpu, variant="tile", device="sm_90", grid=256, block_threads=256, threads_per_row=1024,
+        lanes_per_thread=4,
+    )  # fmt: skip
+    late = dataclasses.replace(cuda, pdl=True, pdl_early_trigger=False, ctas_per_sm=3)
+    assert "PDL on, the next launch starts as its CTAs exit" in str(late)
+    assert "(1 row(s) per CTA, 256 threads per row, 3 CTAs per SM)" in str(late)
+    early = dataclasses.replace(late, pdl_early_trigger=True)
+    assert "PDL on, the next launch starts after this one's wait" in str(early)
+    off = dataclasses.replace(cuda, ctas_per_sm=0)
+    assert "PDL off" in str(off) and "CTAs per SM" not in str(off)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_explain_fused_and_bad_op(device):
     x = torch.randn(8, 1024, device=device)
