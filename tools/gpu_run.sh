@@ -60,7 +60,9 @@
 # `bench` in another; `ab` (two builds, four runs) in a call of its own. That combination can run
 # the GPU out of memory: later on 2026-12-02 (SANITIZE_OPS=inference, the same three workers;
 # memcheck 205 s, tests 363 s) the sanitizers' processes held 46-60 GB each and four tests of
-# N=131072, M=4097 failed with CUDA OOM (one worker crashed); alone they passed.
+# N=131072, M=4097 failed with CUDA OOM (one worker crashed); alone they passed. Since then the
+# tests that fail with CUDA OOM beside the sanitizers run again, alone, once these have finished
+# (tools/junit_failures.py reads which from pytest's JUnit report), in the same call.
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
 # sanitizer.log, kernels.txt, schedules.txt, profile.txt and bench.tar.gz; the ab stage writes
@@ -138,13 +140,16 @@ if has_stage test; then
   # are split between two processes, each on its own GPU, and the two-GPU tests run after them
   # with both GPUs visible.
   gpus=$(nvidia-smi --list-gpus | wc -l)
+  rm -f /tmp/junit-*.xml
   run_pytest() { # LOG [PYTEST ARGS...]
     local log=$1 && shift
+    local report
+    report=/tmp/junit-$(basename "$log" .log).xml
     # --durations: the slowest tests, in the log (the suite took 440 s on one H200 on 2026-12-01).
+    # --junitxml: which tests ran out of GPU memory (below, after the sanitizers).
     python3 -m pytest -q -p no:cacheprovider --durations=25 ${PYTEST_K:+-k "$PYTEST_K"} \
       ${PYTEST_WORKERS:+-n "$PYTEST_WORKERS"} \
-      ${TEST_SHARD:+--shard "$TEST_SHARD"} "$@" \
-      >"$log" 2>&1
+      ${TEST_SHARD:+--shard "$TEST_SHARD"} --junitxml="$report" "$@" >"$log" 2>&1
   }
   if [[ -n ${TEST_FILES:-} ]]; then
     # shellcheck disable=SC2086
@@ -176,6 +181,21 @@ fi
 if ((${#sanitizer_pids[@]})); then
   wait "${sanitizer_pids[@]}"
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do cat "/tmp/sanitizer-$tool.log"; done >"$OUT/sanitizer.log"
+  # The tests that ran out of GPU memory beside the sanitizers (whose processes held 46-60 GB
+  # each: the N=524288 cases failed so in every such call), again, alone, now that they are done.
+  if has_stage test; then
+    oom=()
+    for report in /tmp/junit-*.xml; do
+      [[ -f $report ]] && mapfile -t -O "${#oom[@]}" oom < <(python3 tools/junit_failures.py \
+        --matching OutOfMemoryError "$report")
+    done
+    if ((${#oom[@]})); then
+      python3 -m pytest -q -p no:cacheprovider "${oom[@]}" >/tmp/tests-oom.log 2>&1
+      note "tests: the ${#oom[@]} that ran out of GPU memory beside the sanitizers, again alone: $(tail -1 /tmp/tests-oom.log)"
+      grep -E "^(FAILED|ERROR)" /tmp/tests-oom.log | head -20 | tee -a "$SUMMARY"
+      cat /tmp/tests-oom.log >>"$OUT/tests.log"
+    fi
+  fi
 fi
 
 configure_kernel_build() {

@@ -1,0 +1,57 @@
+"""tools/junit_failures.py, which tools/gpu_run.sh uses to run the tests that ran out of GPU memory
+beside the sanitizers again, alone: on a JUnit report that pytest wrote for a small hand-made
+suite, only the failures and errors that say the given text come back, as node ids pytest takes."""
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
+sys.path.insert(0, str(TOOLS))
+junit_failures = importlib.import_module("junit_failures")
+
+SUITE = """
+import pytest
+
+@pytest.mark.parametrize("n", [1, 524288])
+def test_rows(n):
+    if n > 1:
+        raise MemoryError("torch.OutOfMemoryError: CUDA out of memory")
+
+def test_wrong_bits():
+    assert 1 == 2
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("OutOfMemoryError while setting up")
+
+def test_set_up(broken):
+    pass
+
+class TestGroup:
+    def test_member(self):
+        raise RuntimeError("OutOfMemoryError in a class")
+"""
+
+
+def test_the_failures_that_say_the_text_come_back_as_node_ids(tmp_path):
+    suite = tmp_path / "tests" / "python"
+    suite.mkdir(parents=True)
+    (suite / "test_demo.py").write_text(SUITE)
+    report = tmp_path / "junit.xml"
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [*run, f"--junitxml={report}", "tests/python"], cwd=tmp_path, capture_output=True
+    )
+    assert done.returncode == 1  # the hand-made suite fails, by design
+    ids = junit_failures.failures(report.read_text(), "OutOfMemoryError")
+    assert ids == [
+        "tests/python/test_demo.py::test_rows[524288]",
+        "tests/python/test_demo.py::test_set_up",
+        "tests/python/test_demo.py::TestGroup::test_member",
+    ]
+    # pytest takes them back: the three run again (and fail again), nothing else.
+    again = subprocess.run([*run, *ids], cwd=tmp_path, capture_output=True, text=True)
+    assert again.stdout.strip().splitlines()[-1].startswith("2 failed, 1 error")
+    assert junit_failures.failures(report.read_text(), "no such text") == []
