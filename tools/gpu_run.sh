@@ -36,7 +36,8 @@
 #                                    target (default: the six of CMakeLists.txt)
 #   SANITIZE_OPS=training tools/gpu_run.sh sanitize   # sanitize_cases.py --ops (default all:
 #                                    inference, training, backward; memcheck over training took
-#                                    24 s on an H200)
+#                                    24 s on an H200; `long`: the inference ops on rows of several
+#                                    slices only, the cluster and two-pass kernels)
 #   SANITIZE_TOOLS="memcheck synccheck" tools/gpu_run.sh sanitize   # some of the three tools
 #                                    (default all; racecheck is the slow one, and only shared
 #                                    memory changes need it)

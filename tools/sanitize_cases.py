@@ -40,15 +40,18 @@ BACKWARD_N = [7, 64, 1000, 4096, 8192, 12000, 16384]
 LAYERNORM_N = [7, 64, 1001, 2048, 4096, 8192, 16384]
 
 
-def cases(dtype):
+def cases(dtype, long_only=False):
     """(M, N, pad, offset): 5 rows of every N, aligned and not; large batches, contiguous and
-    with padded (still aligned) rows."""
+    with padded (still aligned) rows. long_only: the rows of several slices (cluster, two_pass)."""
+    several = 16384 * 2 // dtype.itemsize  # elements of one slice (kSliceChunks 16-byte chunks)
     for n in CASES_N:
         for pad, offset in [(0, 0), (3, 1)]:
-            yield 5, n, pad, offset
+            if n > several or not long_only:
+                yield 5, n, pad, offset
     for n in LARGE_N:
         for pad in (0, 64):
-            yield schedule_test_rows(n, dtype), n, pad, 0
+            if n > several or not long_only:
+                yield schedule_test_rows(n, dtype), n, pad, 0
 
 
 def main() -> int:
@@ -70,9 +73,11 @@ def main() -> int:
     )
     parser.add_argument(
         "--ops",
-        choices=("all", "inference", "training", "backward", "layernorm"),
+        choices=("all", "inference", "long", "training", "backward", "layernorm"),
         default="all",
-        help="rmsnorm and the fused op (inference); rmsnorm_forward, rmsnorm_backward and "
+        help="rmsnorm and the fused op (inference); the same on rows of several slices only "
+        "(long: the cluster and two-pass kernels, after a change to those alone); "
+        "rmsnorm_forward, rmsnorm_backward and "
         "layernorm's forward and backward (training); the backward kernels alone (backward: "
         "rmsnorm_backward, and layernorm's, whose forward runs for its statistics: their shared "
         "memory and barriers are the only new ones, so racecheck and synccheck need no more); "
@@ -91,14 +96,15 @@ def main() -> int:
             failures += check_layernorm(dtype, wdtype, g)
         elif args.ops != "inference":
             failures += check_training(dtype, wdtype, g, forward=args.ops != "backward")
-    for pdl in pdl_settings if args.ops in ("all", "inference") else ():
+    for pdl in pdl_settings if args.ops in ("all", "inference", "long") else ():
         oink.set_pdl(pdl)
         for dtype, wdtype in DTYPE_COMBOS:
             if dtype not in x_dtypes:
                 continue
-            for m, n, pad, offset in cases(dtype):
+            for m, n, pad, offset in cases(dtype, long_only=args.ops == "long"):
                 failures += check(m, n, pad, offset, dtype, wdtype, g)
-        for dtype in x_dtypes:  # every weight dtype with every x dtype, on the new layouts
+        # every weight dtype with every x dtype, on the new layouts (rows of one slice)
+        for dtype in x_dtypes if args.ops != "long" else ():
             for wdtype in (None, *DTYPES):
                 for tokens in (3, 4097):
                     failures += check_views(tokens, dtype, wdtype, g)
