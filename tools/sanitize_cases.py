@@ -12,6 +12,7 @@ hazards under racecheck (16 on 2026-11-30, all inside at::native::reduce_kernel)
 
 import argparse
 import sys
+import time
 
 import torch
 
@@ -54,7 +55,7 @@ def cases(dtype, long_only=False):
                 yield schedule_test_rows(n, dtype), n, pad, 0
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--pdl",
@@ -84,7 +85,15 @@ def main() -> int:
         "layernorm's forward and backward alone (layernorm: after a change to its kernels only, "
         "racecheck over every training op takes minutes); or all (default)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+
+    def progress(what: str, failed: int) -> None:
+        # One line a case, flushed: a run cut short by a time limit shows how far it got (under
+        # racecheck a case of long rows takes seconds).
+        verdict = "ok" if not failed else f"{failed} failed"
+        print(f"sanitize_cases: {time.monotonic() - start:6.1f} s {what}: {verdict}", flush=True)
+
     pdl_settings = {"both": (True, False), "on": (True,), "off": (False,)}[args.pdl]
     x_dtypes = DTYPES if args.dtypes == "all" else [torch.bfloat16, torch.float32]
     g = torch.Generator().manual_seed(7)
@@ -93,21 +102,30 @@ def main() -> int:
         if dtype not in x_dtypes:
             continue
         if args.ops == "layernorm":
-            failures += check_layernorm(dtype, wdtype, g)
-        elif args.ops != "inference":
-            failures += check_training(dtype, wdtype, g, forward=args.ops != "backward")
+            failed = check_layernorm(dtype, wdtype, g)
+        elif args.ops in ("all", "training", "backward"):
+            failed = check_training(dtype, wdtype, g, forward=args.ops != "backward")
+        else:
+            continue
+        progress(f"{args.ops} ops, x {dtype}, weight {wdtype}", failed)
+        failures += failed
     for pdl in pdl_settings if args.ops in ("all", "inference", "long") else ():
         oink.set_pdl(pdl)
         for dtype, wdtype in DTYPE_COMBOS:
             if dtype not in x_dtypes:
                 continue
             for m, n, pad, offset in cases(dtype, long_only=args.ops == "long"):
-                failures += check(m, n, pad, offset, dtype, wdtype, g)
+                failed = check(m, n, pad, offset, dtype, wdtype, g)
+                what = f"pdl={int(pdl)} x {dtype}, weight {wdtype}, M={m} N={n} pad={pad}"
+                progress(f"{what} offset={offset}", failed)
+                failures += failed
         # every weight dtype with every x dtype, on the new layouts (rows of one slice)
         for dtype in x_dtypes if args.ops != "long" else ():
             for wdtype in (None, *DTYPES):
                 for tokens in (3, 4097):
-                    failures += check_views(tokens, dtype, wdtype, g)
+                    failed = check_views(tokens, dtype, wdtype, g)
+                    progress(f"pdl={int(pdl)} views of {tokens} tokens, {dtype}, {wdtype}", failed)
+                    failures += failed
     torch.cuda.synchronize()
     print(f"sanitize_cases: {failures} wrong results")
     return 1 if failures else 0
