@@ -47,7 +47,10 @@
 # synccheck now take one x dtype per element size), test with PYTEST_K="not cpu" 440 s,
 # profile (12 cases) ~45 s. bench --matrix with the peers: 496 s on 2026-12-03 (the peers'
 # setup of 92 s included) after a 55 s sm_90a-only build, in one call (BENCH_TIMEOUT=495; it
-# took about 620 s on 2026-12-02). Where it does not fit one 600 s device call (a build of all
+# took about 620 s on 2026-12-02, and later on 2026-12-03 it was cut at 495 s in its last part).
+# Most of that setup is the peers' two builds (flashinfer 25 s, vllm 54 s): made on the CPU
+# machine (`python3 .peers/oink_peers.py --site "$(mktemp -d)" --build .peers-build`) and
+# carried (`carry: [".peers", ".peers-build"]`), they load instead. Where it does not fit one 600 s device call (a build of all
 # six targets, a slower run), run the matrix under `timeout -s TERM` with --out DIR and finish
 # it in a second call with --resume DIR (carry DIR; README, "A run cut short").
 # Sanitizers and tests run at once (below), and slow each other: on 2026-12-02, `build sanitize
