@@ -259,15 +259,19 @@ struct NormRow : RowIo<T, W, kVector> {
   }
 };
 
-// Programmatic dependent launch, first thing in every kernel. CTA 0 asks the L2 for the weight
-// (a parameter no preceding kernel is expected to write, and a prefetch is coherent anyway) while
-// the preceding kernel drains; then every CTA waits for it before touching memory, and, where the
-// plan says so (pdl_early_trigger_pays in core/plan.cpp), lets the next PDL launch start its CTAs.
-// Without that signal they start as this grid's CTAs exit (the streamed kernel, whose CTAs persist,
+// First thing in every kernel, once the addresses are worked out. CTA 0 asks the L2 for the
+// weight (a parameter no preceding kernel is expected to write, and a prefetch is coherent
+// anyway): with PDL while the preceding kernel drains; without it, while the rows' loads and
+// reduction run. The registers kernel reads its weight only after the row's barrier, so a weight
+// the L2 no longer holds (between a model's GEMMs, whose weights stream through the L2) would
+// otherwise add a whole HBM round trip to every row there. Then, with PDL, every CTA waits for
+// the preceding kernel before touching memory, and, where the plan says so
+// (pdl_early_trigger_pays in core/plan.cpp), lets the next PDL launch start its CTAs. Without
+// that signal they start as this grid's CTAs exit (the streamed kernel, whose CTAs persist,
 // signals after its last row).
 template <typename W, bool kVector>
 __device__ __forceinline__ void begin_pdl(const KernelParams& p) {
-  if (kVector && p.use_pdl && p.weight != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+  if (kVector && p.weight != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
     device::prefetch_l2(p.weight, static_cast<uint32_t>(p.cols * sizeof(W)));
   }
   device::pdl_wait();
