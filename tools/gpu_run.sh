@@ -186,16 +186,18 @@ if ((${#sanitizer_pids[@]})); then
   wait "${sanitizer_pids[@]}"
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do cat "/tmp/sanitizer-$tool.log"; done >"$OUT/sanitizer.log"
   # The tests that ran out of GPU memory beside the sanitizers (whose processes held 46-60 GB
-  # each: the N=524288 cases failed so in every such call), again, alone, now that they are done.
+  # each: the N=524288 cases failed so in every such call), again, alone, now that they are done;
+  # and a test whose pytest-xdist worker crashed (on 2026-12-03 one segfaulted in such a failing
+  # allocation, and its report says only that the worker crashed).
   if has_stage test; then
     oom=()
     for report in /tmp/junit-*.xml; do
       [[ -f $report ]] && mapfile -t -O "${#oom[@]}" oom < <(python3 tools/junit_failures.py \
-        --matching OutOfMemoryError "$report")
+        --matching OutOfMemoryError --matching "crashed while running" "$report")
     done
     if ((${#oom[@]})); then
       python3 -m pytest -q -p no:cacheprovider "${oom[@]}" >/tmp/tests-oom.log 2>&1
-      note "tests: the ${#oom[@]} that ran out of GPU memory beside the sanitizers, again alone: $(tail -1 /tmp/tests-oom.log)"
+      note "tests: the ${#oom[@]} that ran out of GPU memory (or crashed) beside the sanitizers, again alone: $(tail -1 /tmp/tests-oom.log)"
       grep -E "^(FAILED|ERROR)" /tmp/tests-oom.log | head -20 | tee -a "$SUMMARY"
       cat /tmp/tests-oom.log >>"$OUT/tests.log"
     fi

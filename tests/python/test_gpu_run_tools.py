@@ -55,3 +55,36 @@ def test_the_failures_that_say_the_text_come_back_as_node_ids(tmp_path):
     again = subprocess.run([*run, *ids], cwd=tmp_path, capture_output=True, text=True)
     assert again.stdout.strip().splitlines()[-1].startswith("2 failed, 1 error")
     assert junit_failures.failures(report.read_text(), "no such text") == []
+
+
+# What pytest-xdist writes for a test whose worker died (its report has nothing but this line;
+# xdist's own wording), beside one that ran out of memory and one that failed otherwise.
+XDIST_REPORT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="3" skipped="0" tests="4">
+<testcase classname="tests.python.test_rmsnorm" name="test_bits[True-524288-bfloat16]">
+<failure message="worker 'gw0' crashed while running
+ 'tests/python/test_rmsnorm.py::test_bits[True-524288-bfloat16]'">worker 'gw0' crashed while
+ running 'tests/python/test_rmsnorm.py::test_bits[True-524288-bfloat16]'</failure></testcase>
+<testcase classname="tests.python.test_rmsnorm" name="test_bits[True-524288-float16]">
+<failure message="torch.OutOfMemoryError: CUDA out of memory.">trace</failure></testcase>
+<testcase classname="tests.python.test_rmsnorm" name="test_bits[True-64-float16]">
+<failure message="AssertionError: bits differ">trace</failure></testcase>
+<testcase classname="tests.python.test_rmsnorm" name="test_bits[False-64-float16]" />
+</testsuite></testsuites>
+"""
+
+
+def test_any_of_several_texts_selects_a_failure_and_the_command_line_takes_them(tmp_path):
+    crashed = "tests/python/test_rmsnorm.py::test_bits[True-524288-bfloat16]"
+    oom = "tests/python/test_rmsnorm.py::test_bits[True-524288-float16]"
+    assert junit_failures.failures(XDIST_REPORT, "crashed while running") == [crashed]
+    both = junit_failures.failures(XDIST_REPORT, "OutOfMemoryError", "crashed while running")
+    assert both == [crashed, oom]  # the report's order; the wrong bits stay failed
+    report = tmp_path / "junit.xml"
+    report.write_text(XDIST_REPORT)
+    script = str(TOOLS / "junit_failures.py")
+    args = ["--matching", "OutOfMemoryError", "--matching", "crashed while running"]
+    done = subprocess.run(
+        [sys.executable, script, *args, str(report)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == [crashed, oom]
