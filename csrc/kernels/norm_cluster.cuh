@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, W
   const int slice_first = slice * kSliceChunks;
   const int slice_chunks = min(kSliceChunks, static_cast<int>(p.chunks_per_row) - slice_first);
   Thread thread(r, t, kMaxThreadsPerRow, slice_first, slice_chunks, true, slots);
-  begin_pdl<W, true>(p);  // after the addresses: they overlap the preceding kernel (PDL)
+  begin_rows<W, true>(p);  // after the addresses: they overlap the preceding kernel (PDL)
   thread.issue();
   const Acc slice_sum = thread.slice_sum(warp_sums);
 

@@ -270,7 +270,7 @@ struct NormRow : RowIo<T, W, kVector> {
 // that signal they start as this grid's CTAs exit (the streamed kernel, whose CTAs persist,
 // signals after its last row).
 template <typename W, bool kVector>
-__device__ __forceinline__ void begin_pdl(const KernelParams& p) {
+__device__ __forceinline__ void begin_rows(const KernelParams& p) {
   if (kVector && p.weight != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
     device::prefetch_l2(p.weight, static_cast<uint32_t>(p.cols * sizeof(W)));
   }

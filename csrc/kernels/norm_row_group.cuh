@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow / kLanes, 1) norm_kernel(con
   __shared__ alignas(16) Acc second_warp_sums[Row::kReductions == 2 ? kMaxWarpsPerCta : 1];
 
   // Where this thread's row and chunks are: parameters and thread indices only, so it is worked
-  // out before begin_pdl's wait, while the preceding kernel finishes (with PDL); after the wait
+  // out before begin_rows's wait, while the preceding kernel finishes (with PDL); after the wait
   // the loads issue at once. threads_per_row is a power of two: a shift, not a division (a
   // division was ~20 dependent instructions in front of the first load, SASS sm_90a).
   const int tpr = p.threads_per_row;                     // the row's lanes
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow / kLanes, 1) norm_kernel(con
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) mine[s] = active && chunk_of(s) < chunks;
     // Raw words load by predicate, not inside `if (mine[s])` (device::load_raw_if says why).
-    begin_pdl<W, kVector>(p);
+    begin_rows<W, kVector>(p);
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
       const int64_t col = chunk_of(s) * kElems;
@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow / kLanes, 1) norm_kernel(con
     const int lane = t;  // one lane a thread (kLanes == 1)
     __shared__ alignas(16)
         Acc more_warp_sums[kMaxWarpsPerCta];  // alternate slices: a slow warp may still
-    begin_pdl<W, kVector>(p);                 // read the last slice's sums
+    begin_rows<W, kVector>(p);                // read the last slice's sums
     Acc total = 0;
     for (int slice = 0; slice < p.slices; ++slice) {
       Acc acc = 0;

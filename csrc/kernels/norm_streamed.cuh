@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, 1) norm_streamed_kernel(con
   extern __shared__ uint4 slots[];
   __shared__ alignas(16)
       Acc warp_sums[2][kMaxWarpsPerCta];  // alternate rows: a slow warp may still read
-  begin_pdl<W, true>(p);                  // the last row's
+  begin_rows<W, true>(p);                 // the last row's
 
   const int tpr = p.threads_per_row;  // a power of two
   const int block = blockDim.x;

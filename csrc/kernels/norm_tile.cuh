@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kTileMaxThreads,
   static_assert(sizeof(warp_sums) + sizeof(second_warp_sums) <= kTileStaticSmemBytes,
                 "the planner counts these bytes");
 
-  // Addresses first (parameters and indices only), then begin_pdl's wait, then the loads: with
+  // Addresses first (parameters and indices only), then begin_rows's wait, then the loads: with
   // PDL the address work overlaps the preceding kernel (as in norm_kernel).
   const int lanes = p.threads_per_row;              // a power of two >= 32 * kTileLanesPerThread
   const int threads = lanes / kTileLanesPerThread;  // this CTA's threads per row, whole warps
@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(kTileMaxThreads,
   const typename Thread::Row r(p, row, active);
   Thread thread(r, threadIdx.x & (threads - 1), lanes, 0, static_cast<int>(p.chunks_per_row),
                 active, slots);
-  begin_pdl<W, true>(p);
+  begin_rows<W, true>(p);
   thread.issue();
   const typename Thread::Stats stats = thread.row_stats(p, warp_sums, second_warp_sums);
   Thread::Row::save_stats(p, row, active && (threadIdx.x & (threads - 1)) == 0, stats);
