@@ -364,7 +364,10 @@ int kernel_ctas_per_sm(const KernelImage& image, int block_threads, int smem_byt
 // buffers (two reference runs, exit against early) it lost 8-10% on the fused op at N=7168,
 // M=256 (fp16 5.57 against 5.17 us, padded bf16 5.69 against 5.19, while oink without PDL took
 // 5.81 and 5.90 in both runs) and 2-3% on rmsnorm with a float32 weight at M=256
-// (bench/results/nvidia-h200/pdl_trigger/registers_in_the_bench.txt).
+// (bench/results/nvidia-h200/pdl_trigger/registers_in_the_bench.txt). Not settled: L2-warm,
+// the fused op there ran 0.93-0.95x its no-PDL time at exit and 0.90-1.21x early, bimodal within
+// one build (pdl_trigger/registers_l2_warm.txt; branch registers-trigger-band is the A/B's
+// other side).
 bool pdl_early_trigger_pays(const NormPlan& plan, const DeviceInfo& device) {
   if (!plan.use_pdl || plan.variant == KernelVariant::kStreamed) return false;
   if (plan.variant == KernelVariant::kRowInRegisters || plan.variant == KernelVariant::kTwoPass)
