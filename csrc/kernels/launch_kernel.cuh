@@ -1,10 +1,14 @@
 // One kernel launch, with programmatic dependent launch when asked: the launch attribute that lets
-// the kernel's griddepcontrol.wait overlap its start with the previous kernel's end. Shared by the
-// library's launches (norm_forward.cu) and the latency-floor kernels of bench/schedules. The caller
-// asks for PDL only for a kernel whose image holds griddepcontrol (core/plan.h, KernelImage).
+// the kernel's griddepcontrol.wait overlap its start with the previous kernel's end, or, captured
+// into a CUDA graph after another library's kernel, the graph edge that starts it once that
+// kernel's blocks have all started (kernels/pdl_capture.h). Shared by the library's launches
+// (norm_forward.cu) and the latency-floor kernels of bench/schedules. The caller asks for PDL
+// only for a kernel whose image holds griddepcontrol (core/plan.h, KernelImage).
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include "kernels/pdl_capture.h"
 
 namespace oink {
 
@@ -19,7 +23,8 @@ inline cudaError_t launch_kernel(const void* kernel, dim3 grid, dim3 block, size
   config.stream = stream;
   cudaLaunchAttribute attributes[2]{};
   unsigned count = 0;
-  if (pdl) {
+  const CapturedPdl captured = pdl ? prepare_pdl_capture(stream) : CapturedPdl::kNotCapturing;
+  if (pdl && captured != CapturedPdl::kEdgesSet) {
     attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attributes[count].val.programmaticStreamSerializationAllowed = 1;
     ++count;
@@ -33,7 +38,11 @@ inline cudaError_t launch_kernel(const void* kernel, dim3 grid, dim3 block, size
   }
   config.attrs = count > 0 ? attributes : nullptr;
   config.numAttrs = count;
-  return cudaLaunchKernelExC(&config, kernel, args);
+  const cudaError_t err = cudaLaunchKernelExC(&config, kernel, args);
+  if (err == cudaSuccess && captured != CapturedPdl::kNotCapturing) {
+    note_captured_pdl_launch(stream);
+  }
+  return err;
 }
 
 template <typename T>

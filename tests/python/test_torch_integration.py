@@ -87,3 +87,51 @@ def test_cuda_graph_capture_and_replay(gen):
         expected_x, expected_r = fx0.clone(), r0.clone()
         oink.fused_add_rms_norm(expected_x, expected_r, w, 1e-6)
         assert torch.equal(fx, expected_x) and torch.equal(residual, expected_r)
+
+
+@requires_cuda
+@pytest.mark.parametrize("pdl", [True, False])
+def test_cuda_graph_after_other_kernels_waits_for_them(pdl, gen):
+    """Captured after cuBLAS GEMMs and PyTorch kernels, a PDL launch may start once their blocks
+    have all started (kernels/pdl_capture.h); it must still read what they wrote. Each norm reads
+    the GEMM right before it, long enough (N=4096, M=64) that a start before its end would read
+    stale rows."""
+    n, m = 4096, 64
+    dt = torch.bfloat16
+    x = torch.randn(m, n, generator=gen).to(dt).cuda()
+    w1, w2 = [(torch.randn(n, n, generator=gen) * n**-0.5).to(dt).cuda() for _ in range(2)]
+    w = (torch.rand(n, generator=gen) + 0.5).to(dt).cuda()
+    residual = torch.randn(m, n, generator=gen).to(dt).cuda()
+    previous = oink.set_pdl(pdl)
+    try:
+
+        def layer():
+            a = x @ w1  # cuBLAS, then the norm
+            y = oink.rmsnorm(a, w, 1e-6)
+            b = (y @ w2) * 1.0  # cuBLAS and a PyTorch kernel, then the fused op
+            oink.fused_add_rms_norm(b, residual, w, 1e-6)
+            return a, y, b
+
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            layer()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            a, y, b = layer()
+        for _ in range(4):
+            x.copy_(torch.randn(m, n, generator=gen).to(dt))
+            r0 = torch.randn(m, n, generator=gen).to(dt).cuda()
+            residual.copy_(r0)
+            graph.replay()
+            torch.cuda.synchronize()
+            # The norm read the GEMM's finished rows: its output is the eager norm of them.
+            assert torch.equal(y, oink.rmsnorm(a, w, 1e-6))
+            # The fused op read the finished product: its residual is y @ w2 + r0 (rounded
+            # once), and its output is the norm of that residual (the fused invariant).
+            expected = (y.double() @ w2.double()) + r0.double()
+            assert torch.allclose(residual.double(), expected, rtol=2e-2, atol=2e-2)
+            assert torch.equal(b, oink.rmsnorm(residual, w, 1e-6))
+    finally:
+        oink.set_pdl(previous)
