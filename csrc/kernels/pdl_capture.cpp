@@ -23,11 +23,45 @@ struct Capture {
   size_t count = 0;
 };
 
+// The capture queries with edge data: CUDA 12.3's _v3/_v2 names, CUDA 13's plain ones. Older
+// runtimes have no edge data: captured launches keep the PDL attribute there.
+#if CUDART_VERSION >= 13000
+constexpr bool kEdgeData = true;
+cudaError_t capture_info(cudaStream_t stream, cudaStreamCaptureStatus* status, Capture* capture) {
+  return cudaStreamGetCaptureInfo(stream, status, &capture->id, nullptr, &capture->nodes,
+                                  &capture->edges, &capture->count);
+}
+cudaError_t set_dependencies(cudaStream_t stream, cudaGraphNode_t* nodes,
+                             const cudaGraphEdgeData* edges, size_t count) {
+  return cudaStreamUpdateCaptureDependencies(stream, nodes, edges, count,
+                                             cudaStreamSetCaptureDependencies);
+}
+#elif CUDART_VERSION >= 12030
+constexpr bool kEdgeData = true;
+cudaError_t capture_info(cudaStream_t stream, cudaStreamCaptureStatus* status, Capture* capture) {
+  return cudaStreamGetCaptureInfo_v3(stream, status, &capture->id, nullptr, &capture->nodes,
+                                     &capture->edges, &capture->count);
+}
+cudaError_t set_dependencies(cudaStream_t stream, cudaGraphNode_t* nodes,
+                             const cudaGraphEdgeData* edges, size_t count) {
+  return cudaStreamUpdateCaptureDependencies_v2(stream, nodes, edges, count,
+                                                cudaStreamSetCaptureDependencies);
+}
+#else
+constexpr bool kEdgeData = false;
+cudaError_t capture_info(cudaStream_t, cudaStreamCaptureStatus*, Capture*) {
+  return cudaErrorNotSupported;
+}
+cudaError_t set_dependencies(cudaStream_t, cudaGraphNode_t*, const cudaGraphEdgeData*, size_t) {
+  return cudaErrorNotSupported;
+}
+#endif
+
 // True while `stream` captures; its dependency set in `capture`.
 bool capturing(cudaStream_t stream, Capture* capture) {
+  if (!kEdgeData) return false;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamGetCaptureInfo(stream, &status, &capture->id, nullptr, &capture->nodes,
-                               &capture->edges, &capture->count) != cudaSuccess) {
+  if (capture_info(stream, &status, capture) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
@@ -80,8 +114,7 @@ CapturedPdl prepare_pdl_capture(cudaStream_t stream) {
     data[i] =
         edge_data(edges[i], capture.edges != nullptr ? capture.edges[i] : cudaGraphEdgeData{});
   }
-  if (cudaStreamUpdateCaptureDependencies(stream, nodes.data(), data.data(), nodes.size(),
-                                          cudaStreamSetCaptureDependencies) != cudaSuccess) {
+  if (set_dependencies(stream, nodes.data(), data.data(), nodes.size()) != cudaSuccess) {
     (void)cudaGetLastError();
     return CapturedPdl::kAsUsual;
   }
