@@ -65,8 +65,10 @@
 # the GPU out of memory: later on 2026-12-02 (SANITIZE_OPS=inference, the same three workers;
 # memcheck 205 s, tests 363 s) the sanitizers' processes held 46-60 GB each and four tests of
 # N=131072, M=4097 failed with CUDA OOM (one worker crashed); alone they passed. Since then the
-# tests that fail with CUDA OOM beside the sanitizers run again, alone, once these have finished
-# (tools/junit_failures.py reads which from pytest's JUnit report), in the same call.
+# tests that fail with CUDA OOM (beside the sanitizers, or beside each other: four workers alone
+# did it on 2026-12-03 with the N=524288 cases) run again, alone, at the end of the same call
+# (tools/junit_failures.py reads which from pytest's JUnit report). The whole `-k "not cpu"`
+# suite in four workers, alone: 264 s on 2026-12-03.
 #
 # At most 8 files land in $OUT (the device tool's limit): summary.txt, build.log, tests.log,
 # sanitizer.log, kernels.txt, schedules.txt, profile.txt and bench.tar.gz; the ab stage writes
@@ -185,22 +187,24 @@ fi
 if ((${#sanitizer_pids[@]})); then
   wait "${sanitizer_pids[@]}"
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do cat "/tmp/sanitizer-$tool.log"; done >"$OUT/sanitizer.log"
-  # The tests that ran out of GPU memory beside the sanitizers (whose processes held 46-60 GB
-  # each: the N=524288 cases failed so in every such call), again, alone, now that they are done;
-  # and a test whose pytest-xdist worker crashed (on 2026-12-03 one segfaulted in such a failing
-  # allocation, and its report says only that the worker crashed).
-  if has_stage test; then
-    oom=()
-    for report in /tmp/junit-*.xml; do
-      [[ -f $report ]] && mapfile -t -O "${#oom[@]}" oom < <(python3 tools/junit_failures.py \
-        --matching OutOfMemoryError --matching "crashed while running" "$report")
-    done
-    if ((${#oom[@]})); then
-      python3 -m pytest -q -p no:cacheprovider "${oom[@]}" >/tmp/tests-oom.log 2>&1
-      note "tests: the ${#oom[@]} that ran out of GPU memory (or crashed) beside the sanitizers, again alone: $(tail -1 /tmp/tests-oom.log)"
-      grep -E "^(FAILED|ERROR)" /tmp/tests-oom.log | head -20 | tee -a "$SUMMARY"
-      cat /tmp/tests-oom.log >>"$OUT/tests.log"
-    fi
+fi
+
+# The tests that ran out of GPU memory beside the sanitizers (whose processes held 46-60 GB each:
+# the N=524288 cases failed so in every such call) or beside each other (four pytest-xdist
+# workers ran 13 of them out of memory on 2026-12-03), again, alone, now that those are done; and
+# a test whose pytest-xdist worker crashed (on 2026-12-03 one segfaulted in such a failing
+# allocation, and its report says only that the worker crashed).
+if has_stage test; then
+  oom=()
+  for report in /tmp/junit-*.xml; do
+    [[ -f $report ]] && mapfile -t -O "${#oom[@]}" oom < <(python3 tools/junit_failures.py \
+      --matching OutOfMemoryError --matching "crashed while running" "$report")
+  done
+  if ((${#oom[@]})); then
+    python3 -m pytest -q -p no:cacheprovider "${oom[@]}" >/tmp/tests-oom.log 2>&1
+    note "tests: the ${#oom[@]} that ran out of GPU memory (or crashed) beside other processes, again alone: $(tail -1 /tmp/tests-oom.log)"
+    grep -E "^(FAILED|ERROR)" /tmp/tests-oom.log | head -20 | tee -a "$SUMMARY"
+    cat /tmp/tests-oom.log >>"$OUT/tests.log"
   fi
 fi
 
