@@ -10,8 +10,9 @@
 // griddepcontrol.wait still waits for that kernel's end and memory (a programmatic edge). So
 // captured oink launches take that edge from another library's kernel, and keep the
 // signal-driven edge from oink's own kernels, whose signal the planner places
-// (pdl_early_trigger_pays in core/plan.cpp). Pure and CUDA-free: the binding reads the capture
-// state and maps the answer onto cudaGraphEdgeData (kernels/pdl_capture.cpp).
+// (pdl_early_trigger_pays in core/plan.cpp). Measured in turns between GEMMs: 0.82x the norm's
+// marginal cost with PDL (decode/ab_launch_completion.txt). Pure and CUDA-free: the binding reads
+// the capture state and maps the answer onto cudaGraphEdgeData (kernels/pdl_capture.cpp).
 #pragma once
 
 #include <cstdint>
