@@ -1,9 +1,12 @@
-"""`python tools/bench_runs.py RUN [PREVIOUS] [--moved 0.05]`: a run of `oink-bench --matrix`
-summarised as the README's table, oink ÷ the best peer per regime (geomean / worst, with PDL and
-without), beside a previous run where one is given; then, with --moved, the cells whose ratio
-moved between the two runs by more than that fraction, each with oink's time over its own
-no-PDL time in both runs (its anchor: a cell where that anchor moved too is oink's own change,
-one where it did not is the peers' or the machine's).
+"""`python tools/bench_runs.py RUN [PREVIOUS] [--moved 0.05] [--behind]`: a run of
+`oink-bench --matrix` summarised as the README's table, oink ÷ the best peer per regime (geomean /
+worst, with PDL and without), beside a previous run where one is given; then, with --moved, the
+cells whose ratio moved between the two runs by more than that fraction, each with oink's time
+over its own no-PDL time in both runs (its anchor: a cell where that anchor moved too is oink's
+own change, one where it did not is the peers' or the machine's); with --behind, the cells where
+oink with PDL trails the best peer, by group, worst first, with both times, % of the copy ceiling
+and the peer's name: the list a closing note and kernels.md's "What limits each remaining gap"
+start from.
 
 RUN and PREVIOUS are folders holding a results.json (or the files themselves). The regimes group
 the matrix's parts as the README does: isolated (the decode suite's hbm regime, mid, large),
@@ -132,6 +135,36 @@ def moved(run: dict, previous: dict, tol: float) -> list[str]:
     return [text for _, text in sorted(rows, key=lambda r: -r[0])]
 
 
+def _timing(record: dict) -> str:
+    pct = record.get("pct_ceiling")
+    return f"{record['time_us']:.2f} us" + (f" ({pct:.1f}%)" if pct else "")
+
+
+def behind(run: dict[Key, dict[str, dict]]) -> list[str]:
+    """The cells where oink with PDL is slower than the best peer, grouped as the table (its
+    order), worst first within a group: oink's time and the best peer's, with their % of the
+    copy ceiling where the run has it."""
+    rows = []
+    for key, cell in run.items():
+        ratio = versus_best_peer(cell, True)
+        if ratio is None or ratio >= 1.0:
+            continue
+        name, peer = min(
+            ((p, r) for p, r in cell.items() if r.get("group") == "peer"),
+            key=lambda pr: pr[1]["time_us"],
+        )
+        suite, variant, op, regime, n, m = key
+        rows.append(
+            (
+                GROUPS.index(group_of(key)),
+                ratio,
+                f"{group_of(key)}: {suite} {variant} {op} {regime} N={n} M={m}: {ratio:.3f}x "
+                f"{name}, oink {_timing(cell['oink'])} against {_timing(peer)}",
+            )
+        )
+    return [text for *_, text in sorted(rows)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python tools/bench_runs.py", description=__doc__.split("\n\n")[0]
@@ -143,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         metavar="FRACTION",
         help="also list the cells whose ratio moved by more than this (e.g. 0.05)",
+    )
+    parser.add_argument(
+        "--behind",
+        action="store_true",
+        help="also list the cells where oink with PDL trails the best peer, worst first",
     )
     args = parser.parse_args(argv)
     if args.moved is not None and args.previous is None:
@@ -157,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.moved is not None:
         lines = moved(run, previous, args.moved)
         print(f"\n{len(lines)} cells moved by more than {args.moved:.0%} against the best peer:")
+        print("\n".join(lines))
+    if args.behind:
+        lines = behind(run)
+        print(f"\n{len(lines)} cells where oink (PDL) trails the best peer:")
         print("\n".join(lines))
     return 0
 

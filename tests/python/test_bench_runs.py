@@ -1,6 +1,7 @@
 """tools/bench_runs.py, which summarises a matrix run for the README: on two hand-made runs, the
 regime groups, the ratios against the best peer (with and without PDL), the previous run in
-brackets, the moved cells with oink's no-PDL anchor, and a clear error for a missing run."""
+brackets, the moved cells with oink's no-PDL anchor, the cells where oink trails, and a clear
+error for a missing run."""
 
 import importlib
 import json
@@ -79,6 +80,25 @@ def test_groups_ratios_brackets_and_moved_cells(tmp_path, capsys):
     assert "1 cells moved by more than 5%" in "\n".join(out)
     assert "decode bf16 rmsnorm hbm N=4096 M=1: 1.00 -> 1.50 the best peer" in "\n".join(out)
     assert "oink / oink without PDL 0.600 -> 0.400" in "\n".join(out)
+
+
+def test_the_cells_behind_come_by_group_worst_first_with_the_peer_that_leads(tmp_path, capsys):
+    peers = {"quack": (2.0, False), "flashinfer_cute": (1.5, True)}
+    run = write_run(
+        tmp_path / "run",
+        cell("decode", "rmsnorm", "gemm", 4096, 64, 3.0, 2.0, peers)  # 0.5, between GEMMs
+        + cell("large", "rmsnorm", "hbm", 4096, 65536, 2.0, 2.0, peers)  # 0.75, isolated
+        + cell("decode", "rmsnorm", "hbm", 4096, 1, 1.6, 2.0, peers)  # 0.9375, isolated
+        + cell("decode", "rmsnorm", "hbm", 4096, 2, 1.0, 2.0, peers),  # 1.5: leads, not listed
+    )
+    assert bench_runs.main([str(run), "--behind"]) == 0
+    out = capsys.readouterr().out
+    listed = out[out.index("3 cells where oink (PDL) trails the best peer:") :].splitlines()[1:]
+    assert [line.split(":")[0] for line in listed] == ["isolated", "isolated", "between GEMMs"]
+    assert listed[0].startswith("isolated: large bf16 rmsnorm hbm N=4096 M=65536: 0.750x")
+    assert "flashinfer_cute, oink 2.00 us against 1.50 us" in listed[0]
+    assert "N=4096 M=1: 0.938x" in listed[1]
+    assert "between GEMMs: decode bf16 rmsnorm gemm N=4096 M=64: 0.500x" in listed[2]
 
 
 def test_a_missing_run_is_a_clear_error(tmp_path, capsys):
