@@ -93,14 +93,15 @@ def test_cuda_graph_capture_and_replay(gen):
 @pytest.mark.parametrize("pdl", [True, False])
 def test_cuda_graph_after_other_kernels_waits_for_them(pdl, gen):
     """Captured after cuBLAS GEMMs and PyTorch kernels, a PDL launch may start once their blocks
-    have all started (kernels/pdl_capture.h); it must still read what they wrote. Each norm reads
-    the GEMM right before it, long enough (N=4096, M=64) that a start before its end would read
-    stale rows."""
+    have all started (kernels/pdl_capture.h); it must still read what they wrote. Each norm
+    (rmsnorm, the fused op, LayerNorm) reads the GEMM right before it, long enough (N=4096, M=64)
+    that a start before its end would read stale rows."""
     n, m = 4096, 64
     dt = torch.bfloat16
     x = torch.randn(m, n, generator=gen).to(dt).cuda()
     w1, w2 = [(torch.randn(n, n, generator=gen) * n**-0.5).to(dt).cuda() for _ in range(2)]
     w = (torch.rand(n, generator=gen) + 0.5).to(dt).cuda()
+    bias = torch.randn(n, generator=gen).to(dt).cuda()
     residual = torch.randn(m, n, generator=gen).to(dt).cuda()
     previous = oink.set_pdl(pdl)
     try:
@@ -110,7 +111,8 @@ def test_cuda_graph_after_other_kernels_waits_for_them(pdl, gen):
             y = oink.rmsnorm(a, w, 1e-6)
             b = (y @ w2) * 1.0  # cuBLAS and a PyTorch kernel, then the fused op
             oink.fused_add_rms_norm(b, residual, w, 1e-6)
-            return a, y, b
+            c = b @ w1  # cuBLAS, then LayerNorm's forward (the same launch path)
+            return a, y, b, c, oink.layernorm(c, w, bias, 1e-5)
 
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -119,7 +121,7 @@ def test_cuda_graph_after_other_kernels_waits_for_them(pdl, gen):
         torch.cuda.current_stream().wait_stream(s)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            a, y, b = layer()
+            a, y, b, c, z = layer()
         for _ in range(4):
             x.copy_(torch.randn(m, n, generator=gen).to(dt))
             r0 = torch.randn(m, n, generator=gen).to(dt).cuda()
@@ -133,5 +135,6 @@ def test_cuda_graph_after_other_kernels_waits_for_them(pdl, gen):
             expected = (y.double() @ w2.double()) + r0.double()
             assert torch.allclose(residual.double(), expected, rtol=2e-2, atol=2e-2)
             assert torch.equal(b, oink.rmsnorm(residual, w, 1e-6))
+            assert torch.equal(z, oink.layernorm(c, w, bias, 1e-5))
     finally:
         oink.set_pdl(previous)
