@@ -356,11 +356,12 @@ int kernel_ctas_per_sm(const KernelImage& image, int block_threads, int smem_byt
 // 8.94; the fused cluster at N=32768, M=160 13.14 against 14.53), and outside it up to 1.14x
 // slower (rmsnorm N=4096, M=128: 2.07 against 1.82): bench/results/nvidia-h200/pdl_trigger/
 // sweep_early_vs_exit.txt.
-// Candidate (branch registers-trigger-band, for an A/B against main): the band rule for every
-// kernel again, the registers kernels too. The bench's L2-warm cells of the fused registers
-// kernel at M=256, N=7168-8192 ran 0.93-0.95x oink's no-PDL time at exit and 0.90-1.21x early
-// (bench/results/nvidia-h200/pdl_trigger/registers_l2_warm.txt), its isolated cells 1.00-1.04x
-// at exit and 0.76-1.01x early.
+// The rule holds for every kernel that takes it, the registers kernels too: an A/B of this rule
+// against their early trigger everywhere
+// (bench/results/nvidia-h200/pdl_trigger/ab_registers_band.txt, six turns each) took the fused
+// registers kernel's L2-warm calls at M=256, N=7168 and 8192 (grid 256 of a 396 wave) from 4.25
+// to 3.30 us and 4.71 to 3.38 us, its isolated ones 0.95-0.99x, and left rmsnorm's (M=128-256)
+// level.
 bool pdl_early_trigger_pays(const NormPlan& plan, const DeviceInfo& device) {
   if (!plan.use_pdl || plan.variant == KernelVariant::kStreamed) return false;
   if (plan.ctas_per_sm <= 0 || device.sm_count <= 0) return true;
