@@ -356,22 +356,14 @@ int kernel_ctas_per_sm(const KernelImage& image, int block_threads, int smem_byt
 // 8.94; the fused cluster at N=32768, M=160 13.14 against 14.53), and outside it up to 1.14x
 // slower (rmsnorm N=4096, M=128: 2.07 against 1.82): bench/results/nvidia-h200/pdl_trigger/
 // sweep_early_vs_exit.txt.
-// The rule is for the kernels that stage rows in shared memory (tile, cluster). The registers
-// kernels (row_in_registers, two_pass) keep the early trigger everywhere: inside the band the
-// exit trigger was no faster for them and often slower. Back to back it went both ways (exit
-// against early: rmsnorm N=4096, M=768 5.51 against 5.28 us; fused N=4096, M=512 5.62 against
-// 5.36; fused N=8192, M=256 5.73 against 6.04), and in the bench's isolated calls over rotating
-// buffers (two reference runs, exit against early) it lost 8-10% on the fused op at N=7168,
-// M=256 (fp16 5.57 against 5.17 us, padded bf16 5.69 against 5.19, while oink without PDL took
-// 5.81 and 5.90 in both runs) and 2-3% on rmsnorm with a float32 weight at M=256
-// (bench/results/nvidia-h200/pdl_trigger/registers_in_the_bench.txt). Not settled: L2-warm,
-// the fused op there ran 0.93-0.95x its no-PDL time at exit and 0.90-1.21x early, bimodal within
-// one build (pdl_trigger/registers_l2_warm.txt; branch registers-trigger-band is the A/B's
-// other side).
+// The rule holds for every kernel that takes it, the registers kernels too: an A/B of this rule
+// against their early trigger everywhere
+// (bench/results/nvidia-h200/pdl_trigger/ab_registers_band.txt, six turns each) took the fused
+// registers kernel's L2-warm calls at M=256, N=7168 and 8192 (grid 256 of a 396 wave) from 4.25
+// to 3.30 us and 4.71 to 3.38 us, its isolated ones 0.95-0.99x, and left rmsnorm's (M=128-256)
+// level.
 bool pdl_early_trigger_pays(const NormPlan& plan, const DeviceInfo& device) {
   if (!plan.use_pdl || plan.variant == KernelVariant::kStreamed) return false;
-  if (plan.variant == KernelVariant::kRowInRegisters || plan.variant == KernelVariant::kTwoPass)
-    return true;
   if (plan.ctas_per_sm <= 0 || device.sm_count <= 0) return true;
   const int64_t wave = int64_t{plan.ctas_per_sm} * device.sm_count;
   const bool split = 2 * plan.grid > wave && 2 * (wave - plan.grid) >= device.sm_count;

@@ -577,11 +577,11 @@ TEST(MakePlan, PdlTriggersEarlyUnlessTheNextGridWouldSplitAroundThisOne) {
   EXPECT_TRUE(plan(NormOp::kFusedAddRmsNorm, 16384, 331).pdl_early_trigger);
   EXPECT_TRUE(plan(NormOp::kFusedAddRmsNorm, 16384, 396).pdl_early_trigger);
   EXPECT_TRUE(plan(NormOp::kFusedAddRmsNorm, 16384, 4096).pdl_early_trigger);
-  // The registers kernel keeps the early trigger inside the band too (grid 256 of a 396 wave).
+  // The registers kernel inside the band (grid 256 of a 396 wave) triggers at exit too.
   const NormPlan registers = plan(NormOp::kFusedAddRmsNorm, 7168, 256);
   ASSERT_EQ(registers.variant, KernelVariant::kRowInRegisters);
   EXPECT_EQ(registers.ctas_per_sm, 3);
-  EXPECT_TRUE(registers.pdl_early_trigger);
+  EXPECT_FALSE(registers.pdl_early_trigger);
   // Decode: a CTA or less an SM.
   EXPECT_TRUE(plan(NormOp::kRmsNorm, 4096, 1).pdl_early_trigger);
   EXPECT_TRUE(plan(NormOp::kRmsNorm, 8192, 64).pdl_early_trigger);
