@@ -133,8 +133,9 @@ struct NormPlan {
   int64_t chunks_per_row = 0;  // ceil(N / chunk_elems)
   bool vector_io = false;   // chunks move as 16-byte vectors (every pointer, stride and N aligned)
   int threads_per_row = 1;  // a power of two; depends on (N, dtype) only: the reduction lanes
-  // Reduction lanes one CUDA thread plays: kTileLanesPerThread for kTile, else 1. A row runs on
-  // threads_per_row / lanes_per_thread threads.
+  // Reduction lanes one CUDA thread plays: kTileLanesPerThread for kTile and kCluster,
+  // kRegistersLanesPerThread where kRowInRegisters folds (registers_fold in core/plan.cpp), else
+  // 1. A row runs on threads_per_row / lanes_per_thread threads.
   int lanes_per_thread = 1;
   // Slices of the row's reduction layout (kSliceChunks chunks each): depends on (N, dtype) only.
   int slices = 1;
@@ -143,7 +144,8 @@ struct NormPlan {
   // (kTileSlotsPerThread, or half of them: a float32 weight on 16-bit rmsnorm cluster batches
   // past a wave; 0: LayerNorm), the rest read at the store; 0 otherwise.
   int weight_held_chunks = 0;
-  // kRowInRegisters: register capacity (1, 2 or 4); kStreamed: shared-memory slots per thread
+  // kRowInRegisters: register capacity per lane (1, 2 or 4; a thread holds lanes_per_thread
+  // times that); kStreamed: shared-memory slots per thread
   // and stream (ceil(chunks_per_row / threads_per_row)); kTile: kTileSlotsPerThread shared-memory
   // slots; 0 for kTwoPass.
   int chunks_per_thread = 0;

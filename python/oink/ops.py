@@ -136,7 +136,9 @@ class Plan:
     chunk_elems: int  # elements of x per 16-byte chunk: the unit a thread owns
     vector_io: bool  # chunks move as 16-byte vectors
     threads_per_row: int  # lanes of the row's reduction layout (fixed by N and dtype)
-    chunks_per_thread: int  # registers (row_in_registers) or shared-memory slots (tile, streamed)
+    # registers per lane (row_in_registers: a thread holds lanes_per_thread times that) or
+    # shared-memory slots (tile, streamed)
+    chunks_per_thread: int
     rows_per_cta: int
     block_threads: int
     grid: int
@@ -145,7 +147,9 @@ class Plan:
     # they exit (False: grids that fill between half and nearly all of a wave, and streamed)
     pdl_early_trigger: bool = False
     ctas_per_sm: int = 0  # CTAs of this kernel one SM holds at once (0: not known, CPU)
-    lanes_per_thread: int = 1  # tile, cluster: lanes one thread plays (a row runs on fewer threads)
+    # lanes one thread plays (tile, cluster; row_in_registers on aligned rows of >= 512 lanes):
+    # a row runs on threads_per_row / lanes_per_thread threads
+    lanes_per_thread: int = 1
     slices: int = 1  # slices of the row's reduction (16384 16-bit elements each), by N and dtype
     cluster_ctas: int = 0  # cluster: CTAs per thread block cluster (one or two slices each)
     # tile, cluster: weight chunks a thread holds in registers from before its reduction (the rest
@@ -225,8 +229,16 @@ class Plan:
                 f"{self.threads_per_row} reduction lanes ({self.smem_bytes} bytes of shared "
                 "memory per CTA)"
             ]
+        if self.variant == "row_in_registers" and self.lanes_per_thread > 1:
+            lines += [
+                f"  each thread plays {self.lanes_per_thread} of the row's {self.threads_per_row} "
+                f"reduction lanes, {self.chunks_per_thread} chunk(s) of each in registers"
+            ]
         if self.variant != "cpu":
             threads = self.threads_per_row // self.lanes_per_thread
+            owned = self.chunks_per_thread
+            if self.variant == "row_in_registers":
+                owned *= self.lanes_per_thread
             pdl = "off"
             if self.pdl:
                 pdl = "on, the next launch starts " + (
@@ -236,7 +248,7 @@ class Plan:
                 f"  grid {self.grid} CTAs x {self.block_threads} threads "
                 f"({self.rows_per_cta} row(s) per CTA, {threads} threads per row"
                 + (f", {self.ctas_per_sm} CTAs per SM)" if self.ctas_per_sm else ")"),
-                f"  each thread owns {self.chunks_per_thread or 'a strided run of'} chunk(s) of "
+                f"  each thread owns {owned or 'a strided run of'} chunk(s) of "
                 f"{self.chunk_elems} elements; I/O: {io}; PDL {pdl}",
                 f"  kernel image: sm_{self.image_sass} SASS from compute_{self.image_ptx} code"
                 + ("" if self.image_ptx >= 90 else " (no griddepcontrol: no PDL)"),

@@ -90,6 +90,23 @@ def test_plan_text_says_where_the_next_pdl_launch_starts():
     assert "PDL off" in str(off) and "CTAs per SM" not in str(off)
 
 
+def test_plan_text_counts_the_chunks_of_folded_registers_rows():
+    """A registers plan that folds two lanes a thread (core/plan.h, kRegistersLanesPerThread)
+    holds chunks_per_thread chunks of each lane: the text names the lanes and counts the thread's
+    chunks over both (the H200's plan of the fused op at N=8192, M=256)."""
+    cpu = oink.explain(torch.randn(256, 8192, dtype=torch.bfloat16))
+    folded = dataclasses.replace(
+        cpu, variant="row_in_registers", device="sm_90", grid=256, block_threads=256,
+        threads_per_row=512, lanes_per_thread=2, chunks_per_thread=2,
+    )  # fmt: skip
+    text = str(folded)
+    assert "each thread plays 2 of the row's 512 reduction lanes, 2 chunk(s) of each" in text
+    assert "256 threads per row" in text and "each thread owns 4 chunk(s) of 8 elements" in text
+    unfolded = dataclasses.replace(folded, block_threads=512, lanes_per_thread=1)
+    assert "reduction lanes" not in str(unfolded)
+    assert "each thread owns 2 chunk(s) of 8 elements" in str(unfolded)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_explain_fused_and_bad_op(device):
     x = torch.randn(8, 1024, device=device)
