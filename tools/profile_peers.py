@@ -18,14 +18,27 @@ the benchmark is `oink-bench`). Then, anywhere:
 
 prints one line per profiled kernel: duration, DRAM / L2 / SM throughput, registers, dynamic
 shared memory, achieved occupancy, eligible warps, instructions per warp and per row, the main
-stall reasons (bench/results/nvidia-h200/profile_peers.txt is one)."""
+stall reasons (bench/results/nvidia-h200/profile_peers.txt is one).
+
+Nsight Compute locks the clocks (SM 1.48 GHz on an H200); the bench runs at the GPU's own. Where
+the two disagree on who is faster, `--clocks SECONDS` (no ncu) calls each provider back to back
+for that long while nvidia-smi samples the SM and memory clocks, the power draw and the
+temperature every 50 ms, and prints µs a call beside their medians (the SM clock's minimum too):
+
+    python3 tools/profile_peers.py --clocks 3 --case rmsnorm:131072:4096:quack
+
+It is meant for calls far longer than their launch's host time (large and long-row batches):
+shorter ones leave the GPU idle between launches."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 OPS = ("rmsnorm", "fused")
@@ -41,7 +54,67 @@ def parse_case(text: str) -> tuple[str, int, int, list[str]]:
     return parts[0], int(parts[1]), int(parts[2]), [p for p in parts[3].split(",") if p]
 
 
-def profile(cases, kit: Path, build: Path) -> int:
+# nvidia-smi's fields for --clocks, in the order of its CSV columns.
+SMI_FIELDS = ("clocks.sm", "clocks.mem", "power.draw", "temperature.gpu")
+
+
+def clock_summary(lines: list[str]) -> dict[str, float]:
+    """nvidia-smi's samples of SMI_FIELDS (`--format=csv,noheader,nounits`: one line each) -> the
+    median of each field and the SM clock's minimum; lines that do not parse ('[N/A]', a partial
+    last line) are left out, and no sample at all is an error."""
+    samples = []
+    for line in lines:
+        fields = [f.strip() for f in line.split(",")]
+        try:
+            values = [float(f) for f in fields]
+        except ValueError:
+            continue
+        if len(values) == len(SMI_FIELDS):
+            samples.append(values)
+    if not samples:
+        raise ValueError(f"no nvidia-smi sample of {', '.join(SMI_FIELDS)} in {len(lines)} lines")
+    sm, mem, power, temp = (statistics.median(column) for column in zip(*samples, strict=True))
+    return {
+        "sm_mhz": sm,
+        "sm_mhz_min": min(s[0] for s in samples),
+        "mem_mhz": mem,
+        "power_w": power,
+        "temp_c": temp,
+        "samples": len(samples),
+    }
+
+
+def run_with_clocks(call, args, seconds: float) -> tuple[float, dict[str, float]]:
+    """Calls call(*args) back to back for `seconds` while nvidia-smi samples the current device:
+    (µs a call, clock_summary of the samples)."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    uuid = str(getattr(props, "uuid", "") or "")
+    ident = uuid if uuid.startswith("GPU-") else (f"GPU-{uuid}" if uuid else "0")
+    smi = subprocess.Popen(
+        ["nvidia-smi", f"--id={ident}", f"--query-gpu={','.join(SMI_FIELDS)}",
+         "--format=csv,noheader,nounits", "-lms", "50"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        calls, begun = 0, time.perf_counter()
+        start.record()
+        while time.perf_counter() - begun < seconds:
+            for _ in range(50):
+                call(*args)
+            calls += 50
+            torch.cuda.synchronize()  # the host's clock follows the GPU's work
+        end.record()
+        torch.cuda.synchronize()
+    finally:
+        smi.terminate()
+        out, _ = smi.communicate(timeout=10)
+    return start.elapsed_time(end) * 1e3 / calls, clock_summary(out.splitlines())
+
+
+def profile(cases, kit: Path, build: Path, clocks: float = 0.0) -> int:
     import torch
 
     sys.path.insert(0, str(kit))
@@ -83,6 +156,15 @@ def profile(cases, kit: Path, build: Path) -> int:
             torch.cuda.synchronize()
             us = start.elapsed_time(end) * 1e3 / 20
             print(f"== {name} {op} N={n} M={m}: {us:.1f} us a call (back to back)", flush=True)
+            if clocks > 0:
+                us, c = run_with_clocks(call, args, clocks)
+                print(
+                    f"== {name} {op} N={n} M={m}: {us:.2f} us a call over {clocks:g} s; SM "
+                    f"{c['sm_mhz']:.0f} MHz (min {c['sm_mhz_min']:.0f}), memory {c['mem_mhz']:.0f} "
+                    f"MHz, {c['power_w']:.0f} W, {c['temp_c']:.0f} C ({c['samples']} samples)",
+                    flush=True,
+                )
+                continue
             torch.cuda.nvtx.range_push(f"{name}_{op}_{n}_{m}")
             torch.cuda.profiler.start()
             call(*args)
@@ -161,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
                     "repeatable")  # fmt: skip
     ap.add_argument("--peers", type=Path, default=Path(".peers"), help="a prepared peers kit")
     ap.add_argument("--peers-build", type=Path, default=Path(".peers-build"))
+    ap.add_argument("--clocks", type=float, default=0.0, metavar="SECONDS",
+                    help="instead of the profiler range: each provider back to back for SECONDS "
+                    "beside nvidia-smi's clocks and power")  # fmt: skip
     ap.add_argument("--summarize", type=Path, metavar="NCU_OUTPUT",
                     help="summarize an ncu report instead of profiling")  # fmt: skip
     args = ap.parse_args(argv)
@@ -173,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.case:
         ap.error("give --case OP:N:M:PEERS (repeatable) or --summarize NCU_OUTPUT")
-    return profile(args.case, args.peers, args.peers_build)
+    if args.clocks < 0:
+        ap.error(f"--clocks: expected seconds >= 0, got {args.clocks:g}")
+    return profile(args.case, args.peers, args.peers_build, args.clocks)
 
 
 if __name__ == "__main__":

@@ -338,6 +338,30 @@ def test_profile_summary_reads_each_kernel_of_an_ncu_report():
     assert profile_peers.summarize("no kernels here") == []
 
 
+def test_clock_summary_takes_medians_of_the_samples_that_parse():
+    """--clocks reads nvidia-smi's CSV (SM MHz, memory MHz, W, C): medians, the SM clock's
+    minimum, unparsable lines left out; no sample at all is an error, not zeros."""
+    lines = [
+        "1980, 3201, 610.5, 51",
+        "1755, 3201, 700.0, 53",
+        "[N/A], 3201, 650.0, 52",  # a field nvidia-smi could not read
+        "1830, 3201, 655.0, 52",
+        "1830, 32",  # the last line, cut by the sampler's end
+    ]
+    c = profile_peers.clock_summary(lines)
+    assert c["samples"] == 3
+    assert c["sm_mhz"] == 1830 and c["sm_mhz_min"] == 1755
+    assert c["mem_mhz"] == 3201 and c["power_w"] == 655.0 and c["temp_c"] == 52
+    with pytest.raises(ValueError, match="no nvidia-smi sample"):
+        profile_peers.clock_summary(["[N/A], [N/A], [N/A], [N/A]"])
+
+
+def test_profile_clocks_must_not_be_negative(capsys):
+    with pytest.raises(SystemExit):
+        profile_peers.main(["--clocks", "-1", "--case", "rmsnorm:4096:1:quack"])
+    assert "--clocks: expected seconds >= 0, got -1" in capsys.readouterr().err
+
+
 def test_profile_case_names_what_it_expected():
     assert profile_peers.parse_case("fused:131072:4096:quack,flashinfer_cute") == (
         "fused",
