@@ -111,7 +111,11 @@ def run_with_clocks(call, args, seconds: float) -> tuple[float, dict[str, float]
     finally:
         smi.terminate()
         out, _ = smi.communicate(timeout=10)
-    return start.elapsed_time(end) * 1e3 / calls, clock_summary(out.splitlines())
+    try:
+        clocks = clock_summary(out.splitlines())
+    except ValueError as e:
+        raise RuntimeError(f"nvidia-smi --id={ident} sampled nothing readable: {e}") from e
+    return start.elapsed_time(end) * 1e3 / calls, clocks
 
 
 def profile(cases, kit: Path, build: Path, clocks: float = 0.0) -> int:
