@@ -20,8 +20,9 @@ prints one line per profiled kernel: duration, DRAM / L2 / SM throughput, regist
 shared memory, achieved occupancy, eligible warps, instructions per warp and per row, the main
 stall reasons (bench/results/nvidia-h200/profile_peers.txt is one).
 
-Nsight Compute locks the clocks (SM 1.48 GHz on an H200); the bench runs at the GPU's own. Where
-the two disagree on who is faster, `--clocks SECONDS` (no ncu) calls each provider back to back
+Nsight Compute locks the clocks (SM 1.48 GHz on an H200); the bench runs at the GPU's own, and
+`ncu --clock-control none ...` profiles at those. Where the two disagree on who is faster,
+`--clocks SECONDS` (no ncu) calls each provider back to back
 for that long while nvidia-smi samples the SM and memory clocks, the power draw and the
 temperature every 50 ms, and prints µs a call beside their medians (the SM clock's minimum too):
 
