@@ -22,9 +22,9 @@ stall reasons (bench/results/nvidia-h200/profile_peers.txt is one).
 
 Nsight Compute locks the clocks (SM 1.48 GHz on an H200); the bench runs at the GPU's own, and
 `ncu --clock-control none ...` profiles at those. Where the two disagree on who is faster,
-`--clocks SECONDS` (no ncu) calls each provider back to back
-for that long while nvidia-smi samples the SM and memory clocks, the power draw and the
-temperature every 50 ms, and prints µs a call beside their medians (the SM clock's minimum too):
+`--clocks SECONDS` (no ncu) calls each provider back to back for that long while nvidia-smi
+samples the SM and memory clocks, the power draw and the temperature every 50 ms, and prints µs
+a call beside their medians (the SM clock's minimum too):
 
     python3 tools/profile_peers.py --clocks 3 --case rmsnorm:131072:4096:quack
 

@@ -359,9 +359,9 @@ int kernel_ctas_per_sm(const KernelImage& image, int block_threads, int smem_byt
 // The rule holds for every kernel that takes it, the registers kernels too: an A/B of this rule
 // against their early trigger everywhere
 // (bench/results/nvidia-h200/pdl_trigger/ab_registers_band.txt, six turns each) took the fused
-// registers kernel's L2-warm calls at M=256, N=7168 and 8192 (grid 256 of a 396 wave) from 4.25
-// to 3.30 us and 4.71 to 3.38 us, its isolated ones 0.95-0.99x, and left rmsnorm's (M=128-256)
-// level.
+// registers kernel's L2-warm calls at M=256, N=7168 and 8192 (grid 256 of a 396 wave) from 4.24
+// to 3.30 us and 4.71 to 3.36 us (medians), its isolated ones 0.95-0.99x, and left rmsnorm's
+// (M=128-256) level.
 bool pdl_early_trigger_pays(const NormPlan& plan, const DeviceInfo& device) {
   if (!plan.use_pdl || plan.variant == KernelVariant::kStreamed) return false;
   if (plan.ctas_per_sm <= 0 || device.sm_count <= 0) return true;
