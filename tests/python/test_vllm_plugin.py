@@ -77,7 +77,11 @@ def test_load_general_plugins_discovers_oink():
 
 def test_load_general_plugins_registers_in_a_fresh_process():
     _oink_entry_point()
+    # vLLM up to 0.26 configures logging on import, later releases when an engine starts: the
+    # child configures it as a served engine has, so that the plugin's INFO line is seen.
     code = textwrap.dedent(f"""
+        import logging
+        logging.basicConfig(level=logging.INFO)
         import torch
         from vllm.plugins import load_general_plugins
         load_general_plugins()

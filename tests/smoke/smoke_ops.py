@@ -104,7 +104,10 @@ def main() -> int:
         f"python {sys.version.split()[0]}, torch {torch.__version__}, "
         f"oink {oink.__version__} ({installed} installed) from {Path(oink.__file__).parent}"
     )
-    assert oink.__version__ == installed, f"oink.__version__ {oink.__version__} != {installed}"
+    version, _, flavour = installed.partition("+")
+    assert oink.__version__ == version, f"oink.__version__ {oink.__version__} != {installed}"
+    # The local version says what the wheel holds: +cuXYZ CUDA kernels, +cpu none.
+    assert flavour.startswith("cu") == bool(oink.cuda_targets()), (installed, oink.cuda_targets())
     assert Path(oink.__file__).resolve().is_relative_to(Path(sys.prefix).resolve()), (
         "oink was not imported from this environment's installed wheel"
     )
