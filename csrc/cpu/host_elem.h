@@ -91,10 +91,10 @@ OINK_INLINE void with_dtype(DType dtype, F&& f) {
 }
 
 // Sums in float64: PyTorch's CPU kernels accumulate float32 in double too (acc_type<float> on
-// CPU), and GUIDE §2 holds oink to PyTorch's error; a float32 sum with float32 rsqrt was up to 2.5
-// ulp worse than F.rms_norm at N = 1536. kLanes independent partial sums (term j goes to lane
-// j % kLanes) let the loop vectorise without reassociation flags; the lanes combine pairwise.
-// The order depends on N only (batch invariance).
+// CPU), and docs/contract.md ('How correctness is measured') holds oink to PyTorch's error; a
+// float32 sum with float32 rsqrt was up to 2.5 ulp worse than F.rms_norm at N = 1536. kLanes
+// independent partial sums (term j goes to lane j % kLanes) let the loop vectorise without
+// reassociation flags; the lanes combine pairwise. The order depends on N only (batch invariance).
 constexpr int kLanes = 16;
 
 template <typename Term>

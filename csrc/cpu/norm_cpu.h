@@ -1,5 +1,6 @@
-// CPU kernels: the contract of the CUDA ones (GUIDE §1: inputs widened, one rounding at the end,
-// row strides honoured), with the sum of squares and rsqrt in float64 as PyTorch's CPU kernels do.
+// CPU kernels: the contract of the CUDA ones (docs/contract.md: inputs widened, one rounding at
+// the end, row strides honoured), with the sum of squares and rsqrt in float64 as PyTorch's CPU
+// kernels do.
 #pragma once
 
 #include <cstdint>

@@ -18,9 +18,9 @@ struct alignas(sizeof(T) * kN) Vec {
 
 // The accumulation type of a row of T. float32 rows sum, scale and multiply in float64 with one
 // rounding at the end: with float32 math throughout, float32 outputs were 1-1.5 ulp worse than
-// F.rms_norm's on the H200 (GUIDE §2 allows one ulp). 16-bit outputs keep float32: their final
-// rounding (2^-9 or 2^-12) dwarfs float32 error, and they were within bounds in every sweep case.
-// (The forward and backward kernels of every row op.)
+// F.rms_norm's on the H200 (docs/contract.md, 'How correctness is measured', allows one ulp).
+// 16-bit outputs keep float32: their final rounding (2^-9 or 2^-12) dwarfs float32 error, and they
+// were within bounds in every sweep case. (The forward and backward kernels of every row op.)
 template <typename T>
 using RowAcc = std::conditional_t<std::is_same_v<T, float>, double, float>;
 

@@ -19,7 +19,7 @@ Tensor empty_on(const Tensor& x, int32_t dtype, int64_t dims, const int64_t* siz
 // A new uninitialised tensor of x's dtype and device with the given shape and strides.
 Tensor empty_strided_like(const Tensor& x, const int64_t* sizes, const int64_t* strides);
 
-// A row op's output (GUIDE §1): x's shape and strides when x's rows have one row stride, so
+// A row op's output (docs/contract.md): x's shape and strides when x's rows have one row stride, so
 // torch.compile and CUDA graphs see one stable layout whatever path ran; otherwise dense in x's
 // logical order. python/oink/_layout.py's rmsnorm_output returns the same.
 Tensor output_for(const Tensor& x, const RowView& x_rows);

@@ -146,37 +146,48 @@ def _refuse_layernorm_backward(keyset, dy, x, weight, bias, mean, rstd):
 # --- fused_add_rms_norm: differentiable on the CPU and on CUDA -----------------------------------
 
 
-class _FusedAddRmsNorm(torch.autograd.Function):
-    """The in-place kernel, then autograd's record of it: x and residual are marked dirty, so
-    their new values carry this node's history, as after any in-place op. The backward needs the
-    rounded sum (residual's new value) and its rstd. The residual buffer is usually updated in
-    place again by the next layer, so the sum is saved as a copy, not as the buffer (one M x N
-    copy, what an unfused x + residual would keep anyway); rstd is computed again in the backward
-    by rmsnorm_forward, from the same bits with the same reduction, so it is the kernel's."""
+class _AddIntoResidual(torch.autograd.Function):
+    """The fused kernel, recorded as its first step: residual <- x + residual, in place. The
+    kernel also writes x; _NormIntoX records that second step. Two Functions, each marking one
+    tensor dirty and returning it, because autograd takes an in-place update of a view (a padded
+    row view, a head view) only from a Function with a single output."""
 
+    # The tensor updated in place comes first: for a view, autograd routes the gradient of a
+    # Function's first input into the base's slice (CopySlices).
     @staticmethod
-    def forward(ctx, x, residual, weight, eps):
+    def forward(ctx, residual, x, weight, eps):
         torch.ops.oink.fused_add_rms_norm.default(x, residual, weight, eps)
-        ctx.mark_dirty(x, residual)
-        ctx.save_for_backward(residual.clone(), weight)
-        ctx.eps = eps
-        return x, residual
+        ctx.mark_dirty(residual)
+        return residual
 
     @staticmethod
-    def backward(ctx, dout, dres):
+    def backward(ctx, dsum):
+        # residual' = x + residual: the sum's gradient reaches both.
+        return dsum, dsum, None, None
+
+
+class _NormIntoX(torch.autograd.Function):
+    """The fused op's second step as autograd records it: x <- rmsnorm(residual'), which the
+    kernel has already written. The backward needs the rounded sum residual' and its rstd. The
+    residual buffer is usually updated in place again by the next layer, so the sum is saved as
+    a copy, not as the buffer (one M x N copy, what an unfused x + residual would keep anyway);
+    rstd is computed again in the backward by rmsnorm_forward, from the same bits with the same
+    reduction, so it is the kernel's. x, updated in place, is the first input (see above)."""
+
+    @staticmethod
+    def forward(ctx, x, summed, weight, eps):
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(summed.clone(), weight)
+        ctx.eps = eps
+        return x
+
+    @staticmethod
+    def backward(ctx, dout):
         summed, weight = ctx.saved_tensors
-        dsum = dweight = None
-        if dout is not None:
-            _, rstd = torch.ops.oink.rmsnorm_forward.default(summed, None, ctx.eps)
-            dsum, dweight = torch.ops.oink.rmsnorm_backward.default(
-                _dense(dout), summed, weight, rstd
-            )
-        if dres is not None:
-            dsum = dres if dsum is None else dsum + dres
-        if weight is not None and dweight is None and ctx.needs_input_grad[2]:
-            dweight = torch.zeros_like(weight)
-        # residual_new = x + residual: the sum's gradient reaches both.
-        return dsum, dsum, dweight, None
+        _, rstd = torch.ops.oink.rmsnorm_forward.default(summed, None, ctx.eps)
+        dsum, dweight = torch.ops.oink.rmsnorm_backward.default(_dense(dout), summed, weight, rstd)
+        # x's old value does not reach x' (it reaches residual', through _AddIntoResidual).
+        return None, dsum, dweight, None
 
 
 def _updated_in_place_refusal(name, t):
@@ -202,11 +213,27 @@ def _fused_add_rms_norm(keyset, x, residual, weight, eps):
                     "autograd refuses for such tensors (as for any in-place op). Pass tensors "
                     "computed from the leaves (e.g. a layer's output), or clones of them."
                 )
-        _FusedAddRmsNorm.apply(x, residual, weight, eps)
+        for name, t in (("x", x), ("residual", residual)):
+            if t._is_view():
+                # Checked before the kernel runs. Autograd's record of an in-place update of a view
+                # through these Functions loses the base's gradient outside some views (gapped
+                # and multi-dimensional ones), so none is taken rather than some silently wrong.
+                raise RuntimeError(
+                    f"oink.fused_add_rms_norm: argument '{name}' is a view of another tensor, and "
+                    "with grad mode on the op does not update views in place. Pass tensors that "
+                    "are not views (e.g. .clone() them), or call it under torch.no_grad() or "
+                    "torch.inference_mode(), where every layout is taken."
+                )
+        summed = _AddIntoResidual.apply(residual, x, weight, eps)
+        _NormIntoX.apply(x, summed, weight, eps)
         return None
-    return torch.ops.oink.fused_add_rms_norm.default.redispatch(
+    torch.ops.oink.fused_add_rms_norm.default.redispatch(
         keyset & _BELOW_AUTOGRAD, x, residual, weight, eps
     )
+    # As any in-place op: a tensor saved for a backward before this call is now stale, and the
+    # backward must say so instead of reading the new values.
+    torch.autograd.graph.increment_version((x, residual))
+    return None
 
 
 # --- rmsnorm.out: no gradient --------------------------------------------------------------------

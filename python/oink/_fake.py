@@ -1,24 +1,44 @@
 """Fake (meta) kernels: what torch.compile and FakeTensor see. Written in Python because they
-must handle symbolic shapes, which the C++ kernels cannot read."""
+must handle symbolic shapes, which the C++ kernels cannot read.
+
+They also run for real meta tensors: the dispatcher picks the Meta kernel when any argument is a
+meta tensor, a CPU x with a meta weight included. So each one first checks that every tensor is
+on x's device, as the C++ checks do (under FakeTensorMode every fake tensor reports the device it
+stands for, so the check holds there too), and raises before returning anything.
+"""
 
 import torch
 
 from oink._layout import rmsnorm_output
 
 
+def _on_x_device(op, x, **others):
+    """Raises, as the C++ checks word it, unless every tensor in `others` (None allowed) is on
+    x's device."""
+    for name, t in others.items():
+        if t is not None and t.device != x.device:
+            raise RuntimeError(
+                f"oink.{op}: argument '{name}' must be on x's device ({x.device}), but got "
+                f"{t.device}"
+            )
+
+
 @torch.library.register_fake("oink::rmsnorm")
 def _rmsnorm_fake(x, weight, eps):
+    _on_x_device("rmsnorm", x, weight=weight)
     # x's strides when its rows have one row stride, else dense: exactly the real kernels' output.
     return rmsnorm_output(x)
 
 
 @torch.library.register_fake("oink::rmsnorm.out")
 def _rmsnorm_out_fake(x, weight, eps, *, out):
+    _on_x_device("rmsnorm.out", x, weight=weight, out=out)
     return out
 
 
 @torch.library.register_fake("oink::fused_add_rms_norm")
 def _fused_add_rms_norm_fake(x, residual, weight, eps):
+    _on_x_device("fused_add_rms_norm", x, residual=residual, weight=weight)
     return None
 
 
@@ -30,26 +50,31 @@ def _per_row(x):
 
 @torch.library.register_fake("oink::rmsnorm_forward")
 def _rmsnorm_forward_fake(x, weight, eps):
+    _on_x_device("rmsnorm_forward", x, weight=weight)
     return rmsnorm_output(x), _per_row(x)
 
 
 @torch.library.register_fake("oink::rmsnorm_backward")
 def _rmsnorm_backward_fake(dy, x, weight, rstd):
+    _on_x_device("rmsnorm_backward", x, weight=weight, dy=dy, rstd=rstd)
     return rmsnorm_output(x), None if weight is None else torch.empty_like(weight)
 
 
 @torch.library.register_fake("oink::layernorm")
 def _layernorm_fake(x, weight, bias, eps):
+    _on_x_device("layernorm", x, weight=weight, bias=bias)
     return rmsnorm_output(x)
 
 
 @torch.library.register_fake("oink::layernorm_forward")
 def _layernorm_forward_fake(x, weight, bias, eps):
+    _on_x_device("layernorm_forward", x, weight=weight, bias=bias)
     return rmsnorm_output(x), _per_row(x), _per_row(x)
 
 
 @torch.library.register_fake("oink::layernorm_backward")
 def _layernorm_backward_fake(dy, x, weight, bias, mean, rstd):
+    _on_x_device("layernorm_backward", x, weight=weight, bias=bias, dy=dy, mean=mean, rstd=rstd)
     return (
         rmsnorm_output(x),
         None if weight is None else torch.empty_like(weight),

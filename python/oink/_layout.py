@@ -34,7 +34,7 @@ def leading_dims(t: torch.Tensor, batch_dim_as_large: bool = False) -> list[tupl
 
 def one_row_stride(t: torch.Tensor) -> bool:
     """Whether t's rows have one row stride (contiguous or padded rows): rmsnorm then returns a
-    tensor with t's strides, otherwise a contiguous one (GUIDE §1)."""
+    tensor with t's strides, otherwise a contiguous one (docs/contract.md)."""
     return len(leading_dims(t)) <= 1
 
 
