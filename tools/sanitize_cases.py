@@ -13,11 +13,21 @@ hazards under racecheck (16 on 2026-11-30, all inside at::native::reduce_kernel)
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 import oink
-from oink.testing import DTYPE_COMBOS, DTYPES, padded_rows, rmsnorm_reference, schedule_test_rows
+
+# The tests' shapes and float64 references.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
+from sweep import (  # noqa: E402
+    DTYPE_COMBOS,
+    DTYPES,
+    padded_rows,
+    rmsnorm_reference,
+    schedule_test_rows,
+)
 
 # Registers with 1 and 2 chunks per thread; rows of 2, 4, 8 and 16 slices: clusters of that many
 # CTAs (16: the non-portable size) where aligned, two_pass where not; 17 and 32 slices: two per

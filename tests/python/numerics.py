@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 
 import oink
-from oink.testing import error_stats, fused_add_reference, ulp
+
+from sweep import error_stats, fused_add_reference, ulp
 
 
 def torch_rmsnorm(x, weight, eps):
@@ -17,7 +18,8 @@ def torch_rmsnorm(x, weight, eps):
 
 def assert_close_to_reference(y, ref, torch_y, dtype):
     """oink's output must be within rounding of the float64 reference, element by element, and its
-    error may not exceed PyTorch's error on the same inputs by more than one ulp (GUIDE §2).
+    error may not exceed PyTorch's error on the same inputs by more than one ulp
+    (docs/contract.md, 'How correctness is measured').
 
     Per element: the float32 math contributes a relative error of a few 2^-24, far below the
     0.5 ulp of the final rounding for 16-bit outputs, so 1 ulp bounds it. For float32 outputs the

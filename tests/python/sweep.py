@@ -1,4 +1,5 @@
-"""Shapes, float64 references and poison helpers shared by the tests and the benchmarks (GUIDE §2).
+"""Shapes, float64 references and poison helpers shared by the tests and tools/sanitize_cases.py
+(the sweep of docs/contract.md, 'How correctness is measured').
 
 Nothing here is a test: it asserts nothing and prints nothing.
 """
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-# GUIDE §2 sweep.
+# The contract's sweep.
 SHAPES_N = [1, 7, 64, 111, 128, 500, 1024, 1536, 3072, 4096, 5120, 6144, 7168, 8192, 12288,
             16384, 32768, 65536, 131072]  # fmt: skip
 SHAPES_M = [0, 1, 2, 3, 17, 255, 256, 4097]
@@ -121,21 +122,3 @@ def schedule_test_rows(n: int, dtype: torch.dtype) -> int:
     rows_per_cta = max(1, 128 // threads_per_row)
     block = threads_per_row * rows_per_cta
     return 2 * sms * min(32, 2048 // block) * rows_per_cta + 3
-
-
-def parse_shard(spec: str) -> tuple[int, int]:
-    """`K/N` (1 <= K <= N) as (K, N): the K-th of N interleaved shares of a collected test list
-    (`pytest --shard K/N`, tests/python/conftest.py). ValueError names what was expected."""
-    parts = spec.split("/")
-    if len(parts) == 2 and all(p.strip().isdigit() for p in parts):
-        k, n = (int(p) for p in parts)
-        if 1 <= k <= n:
-            return k, n
-    raise ValueError(f"--shard: expected K/N with 1 <= K <= N (e.g. 1/2), got {spec!r}")
-
-
-def in_shard(index: int, k: int, n: int) -> bool:
-    """Whether the test at `index` of the collected list belongs to share K of N. Interleaved,
-    not in blocks: the slow GPU sweep cases sit together in a few files, and every share gets
-    its part of each file (so N shares take about the same time)."""
-    return index % n == k - 1

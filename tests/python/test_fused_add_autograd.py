@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import oink
-from oink.testing import padded_rows
 
 from conftest import DEVICES
+from sweep import padded_rows
 
 EPS = 1e-6
 

@@ -4,7 +4,10 @@ import pytest
 import torch
 
 import oink
-from oink.testing import (
+
+from conftest import DEVICES, requires_cuda, within_budget
+from numerics import assert_close_to_reference, check_fused_call, torch_rmsnorm
+from sweep import (
     DTYPE_COMBOS,
     SHAPES_M,
     SHAPES_N,
@@ -14,9 +17,6 @@ from oink.testing import (
     schedule_test_rows,
     untouched_padding,
 )
-
-from conftest import DEVICES, requires_cuda, within_budget
-from numerics import assert_close_to_reference, check_fused_call, torch_rmsnorm
 
 EPS = 1e-5
 WEIGHTED_COMBOS = [c for c in DTYPE_COMBOS if c[1] is not None]

@@ -8,10 +8,10 @@ import torch
 from torch.library import opcheck
 
 import oink
-from oink.testing import padded_rows, ulp
 
 from conftest import requires_cuda
 from numerics import max_block_rows
+from sweep import padded_rows, ulp
 
 EPS = 1e-5
 F = torch.nn.functional
@@ -328,7 +328,7 @@ def test_cuda_tile_and_registers_give_the_same_bits(dtype, n, gen):
 
 @requires_cuda
 def test_cuda_64bit_offsets(gen):
-    """Rows beyond 2^31 elements from the base pointer (GUIDE §1), forward and backward."""
+    """Rows beyond 2^31 elements from the base pointer (docs/contract.md), forward and backward."""
     n, ld = 4096, (1 << 31) + 64
     buffer = torch.empty(ld + n, dtype=torch.bfloat16, device="cuda")
     x = buffer.as_strided((2, n), (ld, 1))

@@ -1,17 +1,17 @@
-"""Every layout whose last dimension is contiguous (GUIDE §1): QK-norm head views of a fused QKV
-buffer, transposed views, gaps, permuted and many leading dimensions; read in place, written only
-where the op writes, the output laid out as promised, and the fake kernel agreeing. Also
-rmsnorm.out, every weight dtype with every x dtype, and the fused op without a weight."""
+"""Every layout whose last dimension is contiguous (docs/contract.md): QK-norm head views of a
+fused QKV buffer, transposed views, gaps, permuted and many leading dimensions; read in place,
+written only where the op writes, the output laid out as promised, and the fake kernel agreeing.
+Also rmsnorm.out, every weight dtype with every x dtype, and the fused op without a weight."""
 
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import oink
-from oink.testing import DTYPES, rmsnorm_reference
 
 from conftest import DEVICES, HAS_CUDA
 from numerics import assert_close_to_reference, check_fused_call, torch_rmsnorm
+from sweep import DTYPES, rmsnorm_reference
 
 EPS = 1e-6
 

@@ -9,7 +9,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import oink
-from oink.testing import fused_add_reference
+
+from sweep import fused_add_reference
 
 WORLD = 2
 M, N = 33, 4096

@@ -1,11 +1,14 @@
-"""oink.rmsnorm against float64 over the GUIDE §2 sweep, plus layout, edge values and batch
-invariance."""
+"""oink.rmsnorm against float64 over the shape sweep (docs/contract.md, 'How correctness is
+measured'), plus layout, edge values and batch invariance."""
 
 import pytest
 import torch
 
 import oink
-from oink.testing import (
+
+from conftest import DEVICES, requires_cuda, within_budget
+from numerics import assert_close_to_reference, torch_rmsnorm
+from sweep import (
     DTYPE_COMBOS,
     SHAPES_M,
     SHAPES_N,
@@ -14,9 +17,6 @@ from oink.testing import (
     schedule_test_rows,
     untouched_padding,
 )
-
-from conftest import DEVICES, requires_cuda, within_budget
-from numerics import assert_close_to_reference, torch_rmsnorm
 
 EPS = 1e-6
 
@@ -171,7 +171,7 @@ def test_every_schedule_gives_the_same_bits(combo, n, pdl, gen):
 @requires_cuda
 @pytest.mark.parametrize("n", [4096, 65536])  # the registers schedule; a cluster per row
 def test_64bit_offsets(n):
-    """Rows beyond 2^31 elements from the base pointer (GUIDE §1)."""
+    """Rows beyond 2^31 elements from the base pointer (docs/contract.md)."""
     ld = (1 << 31) + 64
     buffer = torch.empty(ld + n, dtype=torch.bfloat16, device="cuda")
     x = buffer.as_strided((2, n), (ld, 1))

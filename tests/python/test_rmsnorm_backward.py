@@ -7,10 +7,10 @@ import torch
 from torch.library import opcheck
 
 import oink
-from oink.testing import padded_rows, schedule_test_rows, ulp
 
 from conftest import DEVICES, requires_cuda
 from numerics import max_block_rows
+from sweep import padded_rows, schedule_test_rows, ulp
 
 EPS = 1e-6
 

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 import oink
-from oink.testing import padded_rows
 
 from conftest import DEVICES, requires_cuda
+from sweep import padded_rows
 
 
 def rms_inputs(device, gen, n=256, dtype=torch.bfloat16):

@@ -1,0 +1,209 @@
+"""The shapes of each suite and the run loop: inputs, gate, clocks, one record per measurement.
+
+Inference suites (rmsnorm and the fused add): decode (regimes hbm and l2), mid, large, large_n
+(long rows), variants (fp16, a float32 weight, padded rows); training: the forward and backward
+passes of RMSNorm and LayerNorm at Quack's shapes and DeepSeek-V3's hidden size."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+
+import torch
+from tqdm import tqdm
+
+from oink.bench import measure, providers, references
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+SUITES = {  # name: (N list, M list)
+    "decode": ([4096, 7168, 8192], [1, 2, 4, 8, 16, 32, 64, 128, 256]),
+    "mid": ([4096, 7168, 8192], [1024, 2048]),
+    "large": ([4096, 6144, 7168, 8192, 16384], [4096, 16384, 65536]),
+    "large_n": ([16384, 32768, 65536, 131072, 262144], [1, 16, 256, 1024, 4096]),
+    "variants": ([7168, 8192], [1, 256, 4096, 16384]),
+    "training": ([4096, 7168], [4096, 8192, 16384, 32768, 65536, 131072, 524288]),
+}
+VARIANTS = ("fp16", "bf16-w32", "bf16-pad64")  # the variants suite's (bf16 elsewhere)
+QUICK = ([4096, 8192], [1, 256, 16384])
+CPU = ([1024, 4096], [1, 64])
+L2_MAX_M = 256  # the l2 regime: decode batches that fit the L2 in 4 sets
+PEER_VERSIONS = ("quack-kernels", "liger-kernel", "flashinfer-python", "vllm")
+
+
+@dataclass(frozen=True)
+class Part:
+    suite: str
+    variant: str  # dtype, then -w32 (a float32 weight) or -padP (row stride N + P)
+    shapes: list[tuple[int, int]]
+
+    @property
+    def cases(self) -> tuple[str, ...]:
+        return providers.TRAINING if self.suite == "training" else providers.INFERENCE
+
+
+def parts(suites: list[str], device: str, quick: bool, dtype: str) -> list[Part]:
+    out = []
+    for suite in suites:
+        ns, ms = SUITES[suite]
+        if device != "cuda":
+            ns, ms = CPU
+        elif quick:
+            ns, ms = [n for n in ns if n in QUICK[0]] or ns[:1], QUICK[1]
+        shapes = [(n, m) for n in ns for m in ms]
+        if suite == "training" and device == "cuda" and not quick:  # Quack's and DeepSeek-V3's
+            shapes = [(4096, m) for m in (8192, 32768, 131072, 524288)]
+            shapes += [(7168, m) for m in (4096, 16384, 65536)]
+        for variant in VARIANTS if suite == "variants" else (dtype,):
+            out.append(Part(suite, variant, shapes))
+    return out
+
+
+def parse_variant(variant: str) -> tuple[torch.dtype, torch.dtype, int]:
+    name, *extra = variant.split("-")
+    dtype = DTYPES[name]
+    wdtype = torch.float32 if "w32" in extra else dtype
+    pad = int(extra[-1][3:]) if extra and extra[-1].startswith("pad") else 0
+    return dtype, wdtype, pad
+
+
+def make_set(case: str, n: int, m: int, variant: str, device: str, gen) -> list[torch.Tensor]:
+    """One buffer set: the per-call inputs (rows of stride N + pad for the inference ops)."""
+    dtype, _, pad = parse_variant(variant)
+
+    def rows() -> torch.Tensor:
+        t = torch.randn(m, n + pad, generator=gen, dtype=torch.float32).to(device, dtype)
+        return t[:, :n]
+
+    if case in providers.INFERENCE:
+        return [rows(), rows()] if case == "fused_add_rms_norm" else [rows()]
+    x, dy = rows(), rows()
+    if case == "rmsnorm forward":
+        return [x]
+    if case == "layernorm forward":
+        return [x]
+    if case == "rmsnorm backward":
+        return [dy, x, providers.rms_formula(x, torch.ones(n, device=device))[1]]
+    _, mean, rstd = providers.ln_formula(x, torch.ones(n, device=device), 0.0)
+    return [dy, x, mean, rstd]
+
+
+def make_params(case: str, n: int, variant: str, device: str, gen) -> list[torch.Tensor]:
+    _, wdtype, _ = parse_variant(variant)
+    if case.startswith("layernorm"):  # mixed-precision training's parameters: float32
+        return [torch.randn(n, generator=gen).to(device) for _ in range(2)]
+    return [(1 + 0.1 * torch.randn(n, generator=gen)).to(device, wdtype)]
+
+
+def model_bytes(case: str, n: int, m: int, variant: str) -> int:
+    """The least each pass must move (GB/s and % of the copy ceiling are taken from this)."""
+    dtype, wdtype, _ = parse_variant(variant)
+    rows, e, we = m * n * dtype.itemsize, dtype.itemsize, wdtype.itemsize
+    del e
+    stats = 4 * m * (2 if case.startswith("layernorm") else 1)
+    return {
+        "rmsnorm": 2 * rows + n * we,
+        "fused_add_rms_norm": 4 * rows + n * we,
+        "rmsnorm forward": 2 * rows + stats + n * we,
+        "rmsnorm backward": 3 * rows + stats + 2 * n * we,
+        "layernorm forward": 2 * rows + stats + 8 * n,
+        "layernorm backward": 3 * rows + stats + 4 * n + 8 * n,
+    }[case]
+
+
+def environment(device: str) -> dict:
+    env = {
+        "device": device,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "oink": _version("oink-kernels"),
+        "peers": {p: v for p in PEER_VERSIONS if (v := _version(p)) != "absent"},
+    }
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        env.update(gpu=props.name, cuda=torch.version.cuda, l2_bytes=props.L2_cache_size)
+        try:
+            query = "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem"
+            smi = subprocess.run(
+                ["nvidia-smi", query, "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+            env["driver"] = smi.stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            pass
+    return env
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def measure_part(
+    part: Part,
+    have: dict,
+    device: str,
+    l2_bytes: int,
+    copy_gbps: float,
+    progress: tqdm,
+    max_bytes: int = 16 << 30,
+) -> list[dict]:
+    """One record per (case, shape, regime, provider): status ok (timed), failed (the gate),
+    error (it raised) or n/a (the provider has no such case)."""
+    records = []
+    gen = torch.Generator().manual_seed(0x0151)
+    for case in part.cases:
+        for n, m in part.shapes:
+            progress.set_postfix_str(f"{part.suite} {part.variant} {case} N={n} M={m}")
+            params = make_params(case, n, part.variant, device, gen)
+            first = make_set(case, n, m, part.variant, device, gen)
+            ref = references.reference(case, first, params)
+            pristine = [t.clone() for t in first]  # the gate's inputs (in-place ops time on sets)
+            set_bytes = sum(t.untyped_storage().nbytes() for t in first) * 2  # inputs, outputs
+            # On the CPU a few sets: its timings are for orientation, and building sets costs time.
+            max_sets = 4096 if device == "cuda" else 8
+            regimes = {"hbm": measure.rotation(set_bytes, l2_bytes, max_bytes, max_sets)}
+            if device == "cuda" and part.suite == "decode" and m <= L2_MAX_M:
+                regimes["l2"] = 4
+            sets = [first] + [
+                make_set(case, n, m, part.variant, device, gen)
+                for _ in range(max(regimes.values()) - 1)
+            ]
+            nbytes = model_bytes(case, n, m, part.variant)
+            for name, provider in have.items():
+                base = {"suite": part.suite, "variant": part.variant, "op": case, "N": n, "M": m}
+                rows = _measure(provider.get(case), pristine, sets, params, ref, regimes, device)
+                for row in rows:
+                    if "median_us" in row:
+                        row["GBps"] = nbytes / (row["median_us"] * 1e3)
+                        row["pct_copy"] = 100 * row["GBps"] / copy_gbps
+                    records.append({**base, "provider": name, **row})
+            progress.update(1)
+            del sets, first, pristine, ref
+    return records
+
+
+def _measure(fn, pristine, sets, params, ref, regimes: dict, device: str) -> list[dict]:
+    if fn is None:
+        return [{"regime": r, "status": "n/a", "note": "no such case"} for r in regimes]
+    try:
+        err, why = references.gate(fn(*[t.clone() for t in pristine], *params), ref)
+        if why:
+            return [{"regime": r, "status": "failed", "rel_l2": err, "note": why} for r in regimes]
+        out = []
+        for regime, n_sets in regimes.items():
+
+            def call(i: int, fn=fn):
+                return fn(*sets[i], *params)
+
+            clock = measure.cuda_graph_time if device == "cuda" else measure.cpu_time
+            out.append({"regime": regime, "status": "ok", "rel_l2": err, **clock(call, n_sets)})
+        return out
+    except Exception as e:  # reported in the results, never fatal
+        note = providers.first_line(e)
+        return [{"regime": r, "status": "error", "note": note} for r in regimes]

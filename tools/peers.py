@@ -1,0 +1,37 @@
+"""`python tools/peers.py FOLDER -- [oink-bench arguments]`: the bench with peers loaded from a
+folder prepared on a machine with network (for a GPU box without one). FOLDER holds a module
+oink_peers.py with setup(site_dir, build_dir, log) and providers() -> {name: {case: fn}} (cases
+and argument orders: oink/bench/providers.py); its peers join or replace the installed ones.
+Developer tooling only: the wheel's bench uses installed peers."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    folder = Path(argv[0] if cut else ".peers").resolve()
+    sys.dont_write_bytecode = True  # nothing written inside the folder
+    sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location("oink_peers", folder / "oink_peers.py")
+    kit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kit)
+    kit.setup(
+        site_dir=tempfile.mkdtemp(prefix="oink-peers-"),
+        build_dir=str(folder) + "-build",
+        log=lambda m: print(m, file=sys.stderr),
+    )
+    from oink.bench import __main__ as bench
+    from oink.bench import providers
+
+    providers.EXTRA_PEERS.update(kit.providers())
+    return bench.main(argv[cut + 1 :])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
