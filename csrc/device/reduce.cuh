@@ -102,7 +102,7 @@ __device__ __forceinline__ typename Op::Value reduce_in_warp_order(const typenam
 // less, after the shuffles and a __syncwarp), before the last level of the tree. The barrier is
 // what keeps it there: ptxas moves loads above any instruction they do not depend on, and issued
 // the registers kernel's weight loads ahead of x's, which then waited behind them (Nsight
-// Compute: bench/results/nvidia-h200/decode/decode_gap_vs_liger.txt).
+// Compute, H200).
 struct NoWork {
   __device__ void operator()() const {}
 };

@@ -1,8 +1,8 @@
 // One kernel launch, with programmatic dependent launch when asked: the launch attribute that lets
 // the kernel's griddepcontrol.wait overlap its start with the previous kernel's end, or, captured
 // into a CUDA graph after another library's kernel, the graph edge that starts it once that
-// kernel's blocks have all started (kernels/pdl_capture.h). Shared by the library's launches
-// (norm_forward.cu) and the latency-floor kernels of bench/schedules. The caller asks for PDL
+// kernel's blocks have all started (kernels/pdl_capture.h). Used by every launch of the
+// library (norm_forward.cu, norm_backward.cu). The caller asks for PDL
 // only for a kernel whose image holds griddepcontrol (core/plan.h, KernelImage).
 #pragma once
 

@@ -382,7 +382,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
 
 // dweight[j] = sum over blocks b, in order, of partials[b][j]; one thread per column.
 // A plain loop over b, one thread a column, was latency-bound on L2 round trips: with 256
-// blocks it cost a fixed 17-37 us a call, whatever M (oink_backward_sweep, H200). So
+// blocks it cost a fixed 17-37 us a call, whatever M (H200, a sweep of block sizes). So
 // kWeightGradReduceLoadsInFlight partials are loaded at once, then added in block order: the same
 // adds in the same order (the same bits), a few round trips a column.
 inline constexpr int kWeightGradReduceLoadsInFlight = 32;

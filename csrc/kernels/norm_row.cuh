@@ -18,7 +18,7 @@ namespace oink {
 
 // One launch's parameters, in the constant bank. The fields a launch reads before its first load
 // come first and together: a decode call is one dependent chain, and when the block grew from
-// ~90 to ~260 bytes with the general row layouts (step 5), its hot fields spread over more
+// ~90 to ~260 bytes with the general row layouts, its hot fields spread over more
 // constant-cache lines, each a miss on that chain: SASS showed 13 -> 26 constant loads before the
 // first global load, and decode calls got 0.13-0.29 us slower (H200; docs/kernels.md, "Row
 // addressing"). kHotParamBytes below holds the hot part to its budget.
