@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "core/kernel_table.h"
+
 namespace oink {
 namespace {
 
@@ -96,6 +98,17 @@ BackwardPlan make_backward_plan(const NormBackwardProblem& bp) {
   return plan;
 }
 
+int backward_kernel_entry(const BackwardPlan& plan) {
+  for (int i = 0; i < static_cast<int>(kBackwardKernels.size()); ++i) {
+    const BackwardKernel& k = kBackwardKernels[i];
+    if (k.vector_io == plan.vector_io && k.chunks_per_thread == plan.chunks_per_thread &&
+        k.prefetch_next_row == plan.prefetch_next_row) {
+      return i;
+    }
+  }
+  return -1;
+}
+
 std::string backward_plan_violation(const BackwardPlan& plan, const NormBackwardProblem& bp) {
   const NormProblem& p = bp.rows;
   if (const auto why = backward_unsupported(bp)) return *why;
@@ -116,17 +129,13 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
     return "layernorm's backward kernel takes a float32 weight (the binding widens it)";
   }
   if (p.has_bias && p.op != NormOp::kLayerNorm) return "only layernorm has a bias";
-  if (!plan.vector_io && c > kBackwardElementwiseMaxChunks) {
-    return "element-wise rows take at most kBackwardElementwiseMaxChunks chunks a thread";
-  }
   if (plan.block_threads != std::max(plan.threads_per_row, 32) ||
       plan.block_threads > kBackwardMaxThreads) {
     return "block_threads must be max(threads_per_row, 32): one row at a time, whole warps";
   }
-  // The kernels instantiated (norm_backward.cu): vector I/O of 1 or 2 chunks always prefetches,
-  // nothing else does.
-  if (plan.prefetch_next_row != (plan.vector_io && c <= kBackwardPrefetchMaxChunks)) {
-    return "prefetch_next_row must be vector_io at most kBackwardPrefetchMaxChunks chunks a thread";
+  if (backward_kernel_entry(plan) < 0) {
+    return "no instantiated backward kernel (core/kernel_table.h) has the plan's vector_io, "
+           "chunks_per_thread and prefetch_next_row";
   }
   // The CPU kernels take these blocks too: a function of M, N and the dtype, never the device's.
   const WeightGradBlocks blocks = weight_grad_blocks_for(p.rows, p.cols, p.x_dtype);

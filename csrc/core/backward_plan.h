@@ -9,7 +9,7 @@
 //
 // On CUDA each block is one CTA of max(backward_threads_per_row(N, dtype), 32) threads, and the
 // fastest count is about one wave of them: at most 256 blocks of CTAs up to 256 threads, 128 of
-// 512-thread CTAs, blocks of at least 8 rows. H200, bf16, oink_backward_sweep: rmsnorm N=4096
+// 512-thread CTAs, blocks of at least 8 rows. H200, bf16, a backward sweep: rmsnorm N=4096
 // M=4096 44.6 -> 37.9 us (256 blocks of 16 rows, not 128 of 32), M=1024 22.6 -> 16.7 (128 of 8,
 // not 64 of 16); layernorm N=7168 M=8192 142.5 -> 127.3 us (128 blocks, not 256).
 #pragma once
@@ -130,7 +130,8 @@ std::optional<std::string> backward_unsupported(const NormBackwardProblem& probl
 // built breaks an invariant (a bug in the planner).
 BackwardPlan make_backward_plan(const NormBackwardProblem& problem);
 
-// Empty if `plan` is consistent with `problem`, otherwise the first broken invariant.
+// Empty if `plan` is consistent with `problem` and names a kernel the CUDA dispatch instantiates
+// (core/kernel_table.h, backward_kernel_entry), otherwise the first broken invariant.
 std::string backward_plan_violation(const BackwardPlan& plan, const NormBackwardProblem& problem);
 
 // Bytes of the partials the plan's kernels exchange: [blocks][N] partials for the weight and for

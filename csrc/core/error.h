@@ -1,7 +1,7 @@
 // User-facing argument errors: which argument, what was expected, what was given.
 // Host code builds messages with std::string and std::to_string, never iostreams: on the H200
 // image, inserting an integer into an ostringstream inside the extension crashed (segfault in
-// num_put, 2026-11-30), and messages need nothing more.
+// num_put), and messages need nothing more.
 #pragma once
 
 #include <stdexcept>

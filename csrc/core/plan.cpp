@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "core/kernel_table.h"
+
 namespace oink {
 namespace {
 
@@ -40,7 +42,7 @@ bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
 // The streamed schedule keeps rows in flight through shared memory at the cost of a round trip
 // per chunk, a weight copy per CTA and a pipeline to fill and drain per CTA; it pays when every
 // persistent CTA gets at least kStreamedMinGroupsPerCta row groups. Measured on the H200 (bf16,
-// bench/schedules, docs/kernels.md): rmsnorm N=7168, M=1024 ran in 9.6 us streamed (3.9 groups
+// a schedule sweep, docs/kernels.md): rmsnorm N=7168, M=1024 ran in 9.6 us streamed (3.9 groups
 // per CTA) against 12.1 us in registers; at M=65536 streaming won by 0-37% (N=7168: 483 against
 // 661 us).
 constexpr int64_t kStreamedMinGroupsPerCta = 3;
@@ -56,15 +58,15 @@ bool weight_wider_than_x(const NormProblem& p) {
 // kStreamedMinLanes lanes or more but too few for the tile: 64-127, N 520-1024): the streamed
 // CTAs convert that weight into shared memory once, where the registers kernel reads its 2x x's
 // bytes from L2 for every row. On rows the tile takes, the tile holding that weight in registers
-// beat every streamed shape (H200, bench/results/nvidia-h200/tile_w32.txt, N 2048-16384,
+// beat every streamed shape (H200, a schedule sweep, N 2048-16384,
 // M 1024-65536: 1.01-1.16x; N=7168, M=65536: 447.0 against 484.6 us). With a weight no wider than
 // x (or none, or float32 rows) the registers schedule was faster at every streamed shape measured
-// (H200, bench/results/nvidia-h200/streamed_shapes.txt, rows of 64-1024 elements,
+// (H200, a schedule sweep, rows of 64-1024 elements,
 // M=16384-262144: 1.006-1.20x; bf16 N=256, M=262144: 65.6 against 78.8 us), so those kernels
 // are not compiled. The fused op's registers schedule holds x, the residual and the weight of a
 // row in registers with every load issued first (norm_row_group.cuh), twice rmsnorm's bytes in
 // flight per thread, and it beat the streamed schedule at every measured size (H200,
-// 2026-11-30, best streamed shape in parentheses: N=4096, M=65536: 528.5 us (563.2); N=7168,
+// best streamed shape in parentheses: N=4096, M=65536: 528.5 us (563.2); N=7168,
 // M=65536: 913.4 (960.1); N=4096, M=1024: 10.11 (10.19)). The streamed kernel also walks rows
 // with one stride (a cursor per CTA); other layouts take the registers schedule, which splits
 // each row index over the leading dimensions.
@@ -90,7 +92,7 @@ bool streamed_lanes(int threads_per_row) {
 // scheduler, wait on each other's issue: folded, half the warps pay them, with the same chunks,
 // sums and tree (the same bits). Rows of 256 lanes or fewer (2 warps a scheduler or fewer) wait
 // on memory instead, and lose latency hiding with half the warps. Measured on the H200, lanes
-// 1 / lanes 2 in one sweep (bench/results/nvidia-h200/decode/ab_two_lanes.txt, M=1-256): 1.04-1.34x
+// 1 / lanes 2 in one sweep (M=1-256): 1.04-1.34x
 // at 1024 lanes (N=16384; rmsnorm M=256: 8.02 -> 5.97 us), 0.95-1.06x at 512 (N=7168, 8192;
 // geomean 1.017 rmsnorm, 0.998 fused with PDL, 1.02 both without), 0.96-0.99x at 256 and
 // 0.87-0.94x at 128.
@@ -198,7 +200,7 @@ bool cluster_fits(const NormProblem& p, const DeviceInfo& d, int slices, int per
 // memory: 128 KB, one an SM on Hopper) fill the last wave of the grid they make: a whole number
 // of waves, or a last one at least kFusedPairsMinLastWavePercent full. Where they do, every SM
 // holds the same share of the batch, in clusters of at most two CTAs, and the pairs beat one
-// slice a CTA by 1.05-1.19x (H200, bf16, bench/schedules `cluster_pairs`: N=32768, M=128 10.71
+// slice a CTA by 1.05-1.19x (H200, bf16, a schedule sweep `cluster_pairs`: N=32768, M=128 10.71
 // against 12.77 us; M=256 20.54 against 22.70; N=65536, M=64 10.90 against 12.79). A last wave
 // less full leaves SMs idle at the end and lost 1.03-1.23x (N=32768, M=136: 15.15 against 13.33;
 // M=96: 10.16 against 8.71). Clusters of four paired CTAs lost even at a full wave (N=131072,
@@ -222,7 +224,7 @@ bool pairs_fill_last_wave(const NormProblem& p, const DeviceInfo& d, int slices)
 // not fit in a cluster). For the fused op, two also once the batch holds
 // kFusedPairsMinSlicesPerSm slices per SM: half the CTAs, each 512 threads with both streams of
 // two slices in shared memory (128 KB, one CTA an SM where one-slice CTAs fit three), were 1.00 to
-// 1.05x as fast as one slice a CTA at every long-row shape from there (H200, bench/schedules,
+// 1.05x as fast as one slice a CTA at every long-row shape from there (H200, a schedule sweep,
 // `cluster_pairs`: N=262144, M=4096 2237 against 2354 us; N=131072, M=1024 279.5 against 286.2;
 // N=32768, M=1024 level). Below, pairs lose where the batch does not fill the SMs (M=1: 0.66-0.77x,
 // fewer SMs read each row) and go either way in between (0.84-1.20x, as the clusters' waves
@@ -239,7 +241,7 @@ int cluster_slices_per_cta(const NormProblem& p, const DeviceInfo& d, int slices
 // Weight chunks a tile or cluster thread holds in registers (plan.h, kHeldWideWeightThreadsPerSm):
 // all of them, but none for LayerNorm (its weight and bias are read at the store), and half for
 // rmsnorm's float32 weight on 16-bit rows in cluster grids past one wave of CTAs that hold it
-// whole. Measured (H200, oink_schedule_sweep in turns, bench/results/nvidia-h200/cluster_w32/):
+// whole. Measured (H200, a schedule sweep in turns):
 // held half, 64 registers and 4 CTAs an SM against 96 and 2, batches ran 1.04-1.28x faster
 // (N=131072, M=4096: 608 against 712 us; N=32768, M=256: 11.5 against 12.1), but one row 0.83-0.86x
 // (N=131072: 3.59 against 2.98 us): within a wave every CTA runs at once either way, and the
@@ -259,7 +261,7 @@ int weight_held_chunks(const NormProblem& p, const DeviceInfo& d, KernelVariant 
 // Whether the tile schedule beats the registers one for a batch of `groups` tile row groups: for
 // rmsnorm from kTileMinGroupsPerSm groups per SM, and for rows of 1024 lanes (both ops) from more
 // rows than SMs: the registers kernel's CTAs are then 512 threads of two lanes each, one (fused)
-// or two (rmsnorm) per SM, against the tile's three or four of 256 (H200, bench/schedules, bf16,
+// or two (rmsnorm) per SM, against the tile's three or four of 256 (H200, a schedule sweep, bf16,
 // N=16384: rmsnorm M=256 6.40 against 7.94 us, M=512 10.32 against 15.04, at M=128 registers,
 // 4.45 against 4.65; fused M=192 7.87 against 9.40, M=256 9.65 against 10.91, M=320 12.28
 // against 13.81, each with the PDL trigger pdl_early_trigger_pays() gives it, at M=128 registers,
@@ -350,15 +352,14 @@ int kernel_ctas_per_sm(const KernelImage& image, int block_threads, int smem_byt
 // a wave: all of it starts the moment this one ends) or hardly at all (from half an SM's CTA
 // short of a full wave: the signal comes only as the last CTAs start). In between, the next grid
 // splits: part of it waits beside this one, the rest launches only as this one's CTAs exit. There
-// the exit trigger (no launch_dependents) was up to 1.28x faster (H200, bf16, bench/schedules,
+// the exit trigger (no launch_dependents) was up to 1.28x faster (H200, bf16, a schedule sweep,
 // back-to-back launches: the fused tile at N=16384, M=256 9.65 against 12.38 us, M=320 12.28
 // against 14.09, N=8192, M=512 9.81 against 12.24; rmsnorm's tile at N=8192, M=768 7.89 against
 // 8.94; the fused cluster at N=32768, M=160 13.14 against 14.53), and outside it up to 1.14x
-// slower (rmsnorm N=4096, M=128: 2.07 against 1.82): bench/results/nvidia-h200/pdl_trigger/
-// sweep_early_vs_exit.txt.
+// slower (rmsnorm N=4096, M=128: 2.07 against 1.82).
 // The rule holds for every kernel that takes it, the registers kernels too: an A/B of this rule
 // against their early trigger everywhere
-// (bench/results/nvidia-h200/pdl_trigger/ab_registers_band.txt, six turns each) took the fused
+// (a schedule sweep, six turns each) took the fused
 // registers kernel's L2-warm calls at M=256, N=7168 and 8192 (grid 256 of a 396 wave) from 4.24
 // to 3.30 us and 4.71 to 3.36 us (medians), its isolated ones 0.95-0.99x, and left rmsnorm's
 // (M=128-256) level.
@@ -464,6 +465,25 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
   return plan;
 }
 
+int forward_kernel_entry(const NormPlan& plan, const NormProblem& p) {
+  const DType w = kernel_weight_dtype(p);
+  if (p.x_dtype == DType::kFloat64 || w == DType::kFloat64) return -1;  // CPU only
+  const KernelOps ops = p.op == NormOp::kLayerNorm         ? KernelOps::kLayerNorm
+                        : p.op == NormOp::kFusedAddRmsNorm ? KernelOps::kFusedAdd
+                                                           : KernelOps::kRmsNorm;
+  for (int i = 0; i < static_cast<int>(std::size(kForwardKernels)); ++i) {
+    const ForwardKernel& k = kForwardKernels[i];
+    if (k.ops == ops && k.variant == plan.variant && k.vector_io == plan.vector_io &&
+        k.chunks_per_thread == plan.chunks_per_thread &&
+        k.lanes_per_thread == plan.lanes_per_thread &&
+        k.weight_held_chunks == plan.weight_held_chunks &&
+        kernel_weight_allowed(k.weight, p.x_dtype, w)) {
+      return i;
+    }
+  }
+  return -1;
+}
+
 std::string plan_violation(const NormPlan& plan, const NormProblem& p, const DeviceInfo& device) {
   if (p.saves_stats && p.op == NormOp::kFusedAddRmsNorm) {
     return "the fused op saves no statistics (rmsnorm_forward and layernorm_forward do)";
@@ -473,14 +493,6 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
   if (plan.chunks_per_row * plan.chunk_elems < p.cols) return "chunks do not cover the row";
   if (plan.variant == KernelVariant::kCpu) {
     return plan.grid == p.rows ? "" : "cpu plan must have one task per row";
-  }
-  if (p.op == NormOp::kLayerNorm) {
-    if (plan.variant != KernelVariant::kRowInRegisters && plan.variant != KernelVariant::kTile) {
-      return "layernorm runs the row_in_registers and tile variants only (its two statistics)";
-    }
-    if (p.has_weight && p.w_dtype != DType::kFloat32) {
-      return "layernorm's CUDA kernels take a float32 weight (the binding widens it)";
-    }
   }
   const int tpr = plan.threads_per_row;
   if (tpr < 1 || tpr > kMaxThreadsPerRow || (tpr & (tpr - 1)) != 0) {
@@ -496,10 +508,6 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
   if (folds_registers && !registers_fold(p, tpr, plan.vector_io)) {
     return "row_in_registers folds kRegistersLanesPerThread lanes only for vector I/O RMSNorm "
            "rows of at least kRegistersFoldMinLanes lanes";
-  }
-  if (plan.lanes_per_thread != (tile || cluster ? kTileLanesPerThread : 1) && !folds_registers) {
-    return "lanes_per_thread must be kTileLanesPerThread for the tile and cluster variants, "
-           "kRegistersLanesPerThread or 1 for row_in_registers, else 1";
   }
   if (plan.slices != slices_for(p.cols, p.x_dtype)) {
     return "slices must depend on (N, dtype) only (batch invariance)";
@@ -518,7 +526,7 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
   }
   // A CTA holds rows_per_cta rows, or a cluster CTA its slices, side by side.
   const int groups = cluster ? per_cta : plan.rows_per_cta;
-  if (plan.block_threads != tpr / plan.lanes_per_thread * groups ||
+  if (plan.lanes_per_thread < 1 || plan.block_threads != tpr / plan.lanes_per_thread * groups ||
       plan.block_threads > kMaxThreadsPerRow) {
     return "block_threads must be threads_per_row / lanes_per_thread * rows_per_cta (a cluster "
            "CTA: * its slices), at most 1024";
@@ -545,7 +553,6 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     return "stages belong to the streamed variant only, smem_bytes to streamed, tile and cluster";
   }
   if (plan.variant == KernelVariant::kRowInRegisters) {
-    if (c != 1 && c != 2) return "chunks_per_thread must be 1 or 2";
     if (static_cast<int64_t>(c) * tpr < plan.chunks_per_row) return "registers do not hold the row";
   } else if (streamed) {
     if (!op_streams(p)) {
@@ -557,7 +564,6 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
              "kTileMinThreadsPerRow (64-127)";
     }
     if (!plan.vector_io) return "the streamed variant needs vector I/O";
-    if (c > kMaxChunksPerThread) return "streamed chunks_per_thread must be at most 2";
     if (static_cast<int64_t>(c - 1) * tpr >= plan.chunks_per_row ||
         static_cast<int64_t>(c) * tpr < plan.chunks_per_row) {
       return "streamed chunks_per_thread must be ceil(chunks_per_row / threads_per_row)";
@@ -566,22 +572,14 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     if (plan.smem_bytes != streamed_smem_bytes(p, c, plan.block_threads, plan.stages)) {
       return "smem_bytes does not match the streamed layout";
     }
-    if (plan.smem_bytes + kStreamedStaticSmemBytes > device.max_smem_per_block) {
-      return "shared memory exceeds the device's";
-    }
     if (plan.grid > ceil_div(p.rows, plan.rows_per_cta)) return "more CTAs than row groups";
   } else if (tile) {
     if (!tile_fits(p, device, tpr, plan.chunks_per_row, plan.vector_io)) {
       return "the tile variant needs vector I/O, rows of at least kTileMinThreadsPerRow lanes "
              "of at most kTileMaxChunksPerLane chunks, and its shared memory";
     }
-    if (c != kTileSlotsPerThread) return "tile chunks_per_thread must be kTileSlotsPerThread";
-    if (plan.block_threads > kTileMaxThreads) return "tile CTAs hold at most kTileMaxThreads";
     if (plan.smem_bytes != tile_smem_bytes(p, plan.block_threads)) {
       return "smem_bytes does not match the tile layout";
-    }
-    if (plan.smem_bytes + kTileStaticSmemBytes > device.max_smem_per_block) {
-      return "shared memory exceeds the device's";
     }
   } else if (cluster) {
     if (!cluster_fits(p, device, plan.slices, per_cta, plan.vector_io)) {
@@ -591,27 +589,22 @@ std::string plan_violation(const NormPlan& plan, const NormProblem& p, const Dev
     if (tpr != kMaxThreadsPerRow || plan.rows_per_cta != 1) {
       return "a cluster CTA's slices are 1024 lanes each on 256 threads, one row";
     }
-    if (c != kTileSlotsPerThread) return "cluster chunks_per_thread must be kTileSlotsPerThread";
     if (plan.smem_bytes != tile_smem_bytes(p, plan.block_threads)) {
       return "smem_bytes does not match the cluster's tile layout";
     }
     if (plan.grid != p.rows * plan.cluster_ctas) return "a cluster grid is one cluster per row";
-  } else if (c != 0) {
-    return "only row_in_registers, streamed, tile and cluster keep chunks per thread";
   }
-  // The weight chunks a thread holds: the instantiations norm_forward.cu compiles.
-  const int held = plan.weight_held_chunks;
-  const int held_whole = p.op == NormOp::kLayerNorm ? 0 : kTileSlotsPerThread;
-  if (tile && held != held_whole) {
-    return "a tile thread holds all kTileSlotsPerThread weight chunks (none for layernorm)";
+  // The kernel it launches: an entry of the table norm_forward.cu instantiates, whose limits the
+  // launch fits.
+  const int entry = forward_kernel_entry(plan, p);
+  if (entry < 0) {
+    return "no instantiated kernel (core/kernel_table.h) has the plan's variant, vector_io, "
+           "chunks_per_thread, lanes_per_thread and weight_held_chunks for its op and dtypes";
   }
-  if (cluster && held != held_whole &&
-      !(held == kTileSlotsPerThread / 2 && p.op == NormOp::kRmsNorm && weight_wider_than_x(p))) {
-    return "a cluster thread holds all kTileSlotsPerThread weight chunks, or half of them for "
-           "rmsnorm's float32 weight on 16-bit rows";
-  }
-  if (!tile && !cluster && held != 0) {
-    return "weight_held_chunks belongs to the tile and cluster variants";
+  const ForwardKernel& kernel = kForwardKernels[entry];
+  if (plan.block_threads > kernel.max_threads) return "block_threads exceed the kernel's bounds";
+  if (plan.smem_bytes + kernel.static_smem_bytes > device.max_smem_per_block) {
+    return "shared memory exceeds the device's";
   }
   if (!streamed && !cluster && plan.grid != ceil_div(p.rows, plan.rows_per_cta)) {
     return "non-persistent plans have one CTA per row group";

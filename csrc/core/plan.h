@@ -1,11 +1,11 @@
 // The launch plan: every schedule decision for one call, made on the host by make_plan().
 //
-// Batch invariance (GUIDE §1) is built into the plan's shape: the *reduction order* of a row is
-// fixed by (N, x dtype) alone. A row is cut into 16-byte "chunks" (8 elements of a 16-bit type,
-// 4 of float32); chunk c belongs to thread c % threads_per_row, each thread sums its chunks in
-// increasing order, element by element, then the threads combine in a fixed butterfly tree.
-// Whether a chunk travels as one 16-byte vector or element by element, whether the row is kept
-// in registers or read twice, and how many rows share a CTA change speed, never the bits.
+// Batch invariance (docs/contract.md) is built into the plan's shape: the *reduction order* of a
+// row is fixed by (N, x dtype) alone. A row is cut into 16-byte "chunks" (8 elements of a 16-bit
+// type, 4 of float32); chunk c belongs to thread c % threads_per_row, each thread sums its chunks
+// in increasing order, element by element, then the threads combine in a fixed butterfly tree.
+// Whether a chunk travels as one 16-byte vector or element by element, whether the row is kept in
+// registers or read twice, and how many rows share a CTA change speed, never the bits.
 #pragma once
 
 #include <array>
@@ -50,7 +50,7 @@ inline constexpr int kMaxStages = 4;
 inline constexpr int kStreamedThreadsPerSm = 1024;
 // Bytes of rows the streamed CTAs of the whole device keep in flight while each reads one row
 // group from shared memory: (stages - 1) x CTAs x row-group bytes, the stage being read not
-// counted. Measured on the H200 (bench/results/nvidia-h200/streamed_shapes.txt: rmsnorm, bf16 rows,
+// counted. Measured on the H200 (a schedule sweep: rmsnorm, bf16 rows,
 // float32 weight, N 2048-16384, M 1024-65536, every resident (stages, CTAs per SM)): the planner
 // then picks 2 stages and the most CTAs near 3 MiB, 1.02-1.16x faster than its earlier rule
 // (all stages counted, 7 MiB: 3 stages of one CTA at N=8192, M=1024 12.16 us against 10.53 for
@@ -119,7 +119,7 @@ inline constexpr int kClusterStaticSmemBytes =
     kClusterMaxThreads * kTileLanesPerThread / 32 * 8 + kMaxClusterSlices * 8;
 // Row groups per SM from which rmsnorm takes the tile schedule; below, the registers schedule
 // (one lane per thread: the shortest path through a row) is faster. Measured on the H200
-// (bench/schedules, bf16): at 2 groups per SM registers won (N=4096, M=512: 3.90 against
+// (a schedule sweep, bf16): at 2 groups per SM registers won (N=4096, M=512: 3.90 against
 // 4.51 us; N=7168, M=256: 3.94 against 4.27), at 4 the tile did (N=4096, M=1024: 6.29 against
 // 6.73; N=7168, M=512: 5.61 against 6.55).
 inline constexpr int64_t kTileMinGroupsPerSm = 3;
@@ -226,7 +226,9 @@ int64_t streamed_smem_bytes(const NormProblem& problem, int chunks_per_thread, i
 // the store (LayerNorm's weight and bias): no slot.
 int64_t tile_smem_bytes(const NormProblem& problem, int block_threads);
 
-// Empty if `plan` is consistent with `problem`, otherwise the first broken invariant.
+// Empty if `plan` is consistent with `problem` and launchable on `device`, otherwise the first
+// broken invariant. Launchable: the plan names an entry of the kernels the CUDA dispatch
+// instantiates (core/kernel_table.h, forward_kernel_entry) and fits that entry's launch limits.
 std::string plan_violation(const NormPlan& plan, const NormProblem& problem,
                            const DeviceInfo& device);
 

@@ -3,7 +3,9 @@
 // (kernels/norm_backward.cuh). No PDL: a training step's kernels are long next to their launch.
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
+#include "core/kernel_table.h"
 #include "kernels/launch.h"
 #include "kernels/launch_kernel.cuh"
 #include "kernels/norm_backward.cuh"
@@ -62,27 +64,30 @@ cudaError_t launch_partials_reduce(const BackwardPlan& plan, const NormBackwardP
   return cudaErrorInvalidValue;
 }
 
+// Calls f(std::integral_constant<int, i>{}) for each index i.
+template <typename F, size_t... kIndices>
+void for_each_entry(const F& f, std::index_sequence<kIndices...>) {
+  (f(std::integral_constant<int, static_cast<int>(kIndices)>{}), ...);
+}
+
 template <template <typename> class GradOf, typename T, typename W>
 cudaError_t launch_typed(const BackwardPlan& plan, const NormBackwardProblem& bp,
                          const BackwardArgs& args, cudaStream_t stream) {
   const BackwardParams params = backward_params(plan, bp, args);
   const dim3 grid(static_cast<unsigned>(plan.blocks)), block(plan.block_threads);
-  // The instantiations a plan can name (backward_plan_violation): vector I/O prefetches at 1 or
-  // 2 chunks a thread and not at 4; element-wise, 1 or 2.
-  const auto launch = [&](auto kernel) {
-    return launch_kernel(kernel, grid, block, 0, false, stream, params);
-  };
-  const int chunks = plan.chunks_per_thread;
+  // The entry of core/kernel_table.h the plan names (backward_plan_violation checks there is
+  // one): a fold over the table, which names every row kernel compiled here.
+  const int entry = backward_kernel_entry(plan);
   cudaError_t err = cudaErrorInvalidConfiguration;
-  if (plan.prefetch_next_row) {
-    err = chunks == 1 ? launch(norm_backward_kernel<GradOf, T, W, true, 1, true>)
-                      : launch(norm_backward_kernel<GradOf, T, W, true, 2, true>);
-  } else if (plan.vector_io) {  // 4 chunks, reloaded from L1 at each use
-    err = launch(norm_backward_kernel<GradOf, T, W, true, 4, false>);
-  } else {
-    err = chunks == 1 ? launch(norm_backward_kernel<GradOf, T, W, false, 1, false>)
-                      : launch(norm_backward_kernel<GradOf, T, W, false, 2, false>);
-  }
+  const auto launch_entry = [&](auto index) {
+    constexpr BackwardKernel k = kBackwardKernels[decltype(index)::value];
+    if (entry == decltype(index)::value) {
+      err = launch_kernel(
+          norm_backward_kernel<GradOf, T, W, k.vector_io, k.chunks_per_thread, k.prefetch_next_row>,
+          grid, block, 0, false, stream, params);
+    }
+  };
+  for_each_entry(launch_entry, std::make_index_sequence<kBackwardKernels.size()>{});
   using Acc = device::RowAcc<T>;
   if (err == cudaSuccess && args.weight != nullptr) {
     err = launch_partials_reduce<Acc>(plan, bp, args.partials, args.dweight_dtype, args.dweight,

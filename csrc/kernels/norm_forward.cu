@@ -18,13 +18,19 @@
 // c % threads_per_row, which sums its chunks in increasing order before device::row_reduce()
 // combines the lanes in a fixed tree (a tile thread plays several lanes,
 // device::folded_row_reduce). A row's bits depend on (N, dtype) and its values only.
+//
+// The kernels compiled here are the entries of core/kernel_table.h, which the planner checks its
+// plans against: select_op folds over the table and launches the entry forward_kernel_entry()
+// names for the plan, so no plan_violation-approved plan can miss its kernel.
 #include <atomic>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <type_traits>
 #include <utility>
 
+#include "core/kernel_table.h"
 #include "kernels/launch.h"
 #include "kernels/launch_kernel.cuh"
 #include "kernels/norm_cluster.cuh"
@@ -102,122 +108,88 @@ cudaError_t allow_large_clusters() {
   });
 }
 
-template <typename T, typename W, typename Op, bool kVector>
-SelectedKernel select_variant(const NormPlan& plan) {
-  switch (plan.variant) {
-    case KernelVariant::kCluster:
-      // Never planned otherwise (plan_violation): vector I/O (any weight: a wider one waits in
-      // registers as float32).
-      // The weight held whole, or half of it (rmsnorm's float32 weight on 16-bit rows, in
-      // batches past a wave: weight_held_chunks in core/plan.cpp).
-      if constexpr (kVector) {
-        constexpr int kWhole = kTileSlotsPerThread;
-        if (plan.weight_held_chunks == kWhole) {
-          return kernel_of(norm_cluster_kernel<T, W, Op, kWhole>,
-                           &allow_large_clusters<norm_cluster_kernel<T, W, Op, kWhole>>);
-        }
-        constexpr int kHalf = kTileSlotsPerThread / 2;
-        if constexpr (sizeof(W) > sizeof(T) && !Op::kAddsResidual) {
-          if (plan.weight_held_chunks == kHalf) {
-            return kernel_of(norm_cluster_kernel<T, W, Op, kHalf>,
-                             &allow_large_clusters<norm_cluster_kernel<T, W, Op, kHalf>>);
-          }
-        }
-      }
-      break;
-    case KernelVariant::kTile:
-      // Never planned otherwise (plan_violation): vector I/O (a weight wider than x waits in
-      // registers as float32).
-      if constexpr (kVector) {
-        return smem_kernel<norm_tile_kernel<T, W, Op>>();
-      }
-      break;
-    case KernelVariant::kStreamed:
-      // Never planned otherwise (op_streams and streamed_lanes in core/plan.cpp): rmsnorm,
-      // vector I/O, a weight wider than x, rows of 64-127 lanes: 2 chunks a lane.
-      if constexpr (kVector && !Op::kAddsResidual && (sizeof(W) > sizeof(T))) {
-        if (plan.chunks_per_thread == 2) return smem_kernel<norm_streamed_kernel<T, W, Op, 2>>();
-      }
-      break;
-    case KernelVariant::kTwoPass:
-      return kernel_of(norm_kernel<T, W, Op, kVector, 0>);
-    case KernelVariant::kRowInRegisters:
-      if (plan.lanes_per_thread == kRegistersLanesPerThread) {
-        if constexpr (kVector) {  // never planned otherwise (plan_violation)
-          constexpr int kLanes = kRegistersLanesPerThread;
-          switch (plan.chunks_per_thread) {
-            case 1:
-              return kernel_of(norm_kernel<T, W, Op, kVector, 1, kLanes>);
-            case 2:
-              return kernel_of(norm_kernel<T, W, Op, kVector, 2, kLanes>);
-          }
-        }
-        break;
-      }
-      switch (plan.chunks_per_thread) {
-        case 1:
-          return kernel_of(norm_kernel<T, W, Op, kVector, 1>);
-        case 2:
-          return kernel_of(norm_kernel<T, W, Op, kVector, 2>);
-      }
-      break;
-    case KernelVariant::kCpu:
-      break;
+// The dtype of a kernel's element type, as the table and the planner name it.
+template <typename E>
+constexpr DType kDTypeOf = std::is_same_v<E, float>    ? DType::kFloat32
+                           : std::is_same_v<E, __half> ? DType::kFloat16
+                                                       : DType::kBFloat16;
+
+// The instantiation set a row op belongs to (core/kernel_table.h).
+template <typename Op>
+constexpr KernelOps kOpsOf = Op::kFamily == RowFamily::kLayerNorm ? KernelOps::kLayerNorm
+                             : Op::kAddsResidual                  ? KernelOps::kFusedAdd
+                                                                  : KernelOps::kRmsNorm;
+
+// The kernel of table entry kEntry for x of type T, a weight of type W and row op Op, or none
+// where the entry is not theirs: the table names every kernel compiled here. Each entry's
+// constants are asserted equal to its kernel's own (template arguments, __launch_bounds__,
+// the static shared memory its own static_assert bounds).
+template <typename T, typename W, typename Op, size_t kEntry>
+SelectedKernel entry_kernel() {
+  constexpr ForwardKernel k = kForwardKernels[kEntry];
+  if constexpr (k.ops != kOpsOf<Op> || !kernel_weight_allowed(k.weight, kDTypeOf<T>, kDTypeOf<W>)) {
+    return {};
+  } else if constexpr (k.variant == KernelVariant::kRowInRegisters ||
+                       k.variant == KernelVariant::kTwoPass) {
+    static_assert(k.max_threads == kMaxThreadsPerRow / k.lanes_per_thread &&
+                      k.static_smem_bytes == 0 && k.weight_held_chunks == 0,
+                  "norm_kernel: __launch_bounds__(kMaxThreadsPerRow / kLanes), no dynamic smem");
+    static_assert((k.variant == KernelVariant::kTwoPass) == (k.chunks_per_thread == 0));
+    return kernel_of(norm_kernel<T, W, Op, k.vector_io, k.chunks_per_thread, k.lanes_per_thread>);
+  } else if constexpr (k.variant == KernelVariant::kTile) {
+    static_assert(k.vector_io && k.chunks_per_thread == kTileSlotsPerThread &&
+                      k.lanes_per_thread == kTileLanesPerThread &&
+                      k.weight_held_chunks == kTileHeldChunks<Op> &&
+                      k.max_threads == kTileMaxThreads &&
+                      k.static_smem_bytes == kTileStaticSmemBytes,
+                  "norm_tile_kernel's constants");
+    return smem_kernel<norm_tile_kernel<T, W, Op>>();
+  } else if constexpr (k.variant == KernelVariant::kCluster) {
+    static_assert(k.vector_io && k.chunks_per_thread == kTileSlotsPerThread &&
+                      k.lanes_per_thread == kTileLanesPerThread &&
+                      k.max_threads == kClusterMaxThreads &&
+                      k.static_smem_bytes == kClusterStaticSmemBytes,
+                  "norm_cluster_kernel's constants");
+    constexpr int kHeld = k.weight_held_chunks;
+    return kernel_of(norm_cluster_kernel<T, W, Op, kHeld>,
+                     &allow_large_clusters<norm_cluster_kernel<T, W, Op, kHeld>>);
+  } else {
+    static_assert(k.variant == KernelVariant::kStreamed && k.vector_io && k.lanes_per_thread == 1 &&
+                      k.weight_held_chunks == 0 && k.max_threads == kMaxThreadsPerRow &&
+                      k.static_smem_bytes == kStreamedStaticSmemBytes,
+                  "norm_streamed_kernel's constants");
+    return smem_kernel<norm_streamed_kernel<T, W, Op, k.chunks_per_thread>>();
   }
-  return {};
 }
 
-// LayerNorm runs the registers and tile schedules (plan_violation), with the weight widened to
-// float32 by the binding like the bias: one weight type.
-template <typename T, typename Op>
-SelectedKernel select_layernorm(const NormPlan& plan) {
-  if (plan.variant == KernelVariant::kTile) {
-    // Vector I/O only (plan_violation); the weight and bias are read at the store.
-    return plan.vector_io ? smem_kernel<norm_tile_kernel<T, float, Op>>() : SelectedKernel{};
-  }
-  if (plan.variant != KernelVariant::kRowInRegisters) return {};
-  const auto registers = [&](auto vector) -> SelectedKernel {
-    constexpr bool kVector = decltype(vector)::value;
-    switch (plan.chunks_per_thread) {
-      case 1:
-        return kernel_of(norm_kernel<T, float, Op, kVector, 1>);
-      case 2:
-        return kernel_of(norm_kernel<T, float, Op, kVector, 2>);
-    }
-    return {};
-  };
-  return plan.vector_io ? registers(std::true_type{}) : registers(std::false_type{});
+// The kernel of entry `entry` (forward_kernel_entry) for (T, W, Op): a fold over the table.
+template <typename T, typename W, typename Op, size_t... kEntries>
+SelectedKernel select_entry(int entry, std::index_sequence<kEntries...>) {
+  SelectedKernel selected;
+  (void)((entry == static_cast<int>(kEntries) &&
+          (selected = entry_kernel<T, W, Op, kEntries>(), true)) ||
+         ...);
+  return selected;
 }
 
 template <typename T, typename W>
 SelectedKernel select_op(const NormPlan& plan, const NormProblem& problem) {
+  const int entry = forward_kernel_entry(plan, problem);
+  const auto entries = std::make_index_sequence<std::size(kForwardKernels)>{};
   if (problem.op == NormOp::kLayerNorm) {
-    if constexpr (std::is_same_v<W, float>) {
-      return problem.saves_stats ? select_layernorm<T, LayerNormSavingStatsOp>(plan)
-                                 : select_layernorm<T, LayerNormOp>(plan);
-    }
-    return {};  // a weight of another type: never planned (plan_violation)
+    return problem.saves_stats ? select_entry<T, W, LayerNormSavingStatsOp>(entry, entries)
+                               : select_entry<T, W, LayerNormOp>(entry, entries);
   }
   if (problem.op == NormOp::kFusedAddRmsNorm) {
-    return plan.vector_io ? select_variant<T, W, FusedAddRmsNormOp, true>(plan)
-                          : select_variant<T, W, FusedAddRmsNormOp, false>(plan);
+    return select_entry<T, W, FusedAddRmsNormOp>(entry, entries);
   }
-  if (problem.saves_stats) {  // rmsnorm_forward
-    return plan.vector_io ? select_variant<T, W, RmsNormSavingRstdOp, true>(plan)
-                          : select_variant<T, W, RmsNormSavingRstdOp, false>(plan);
-  }
-  return plan.vector_io ? select_variant<T, W, RmsNormOp, true>(plan)
-                        : select_variant<T, W, RmsNormOp, false>(plan);
+  return problem.saves_stats ? select_entry<T, W, RmsNormSavingRstdOp>(entry, entries)
+                             : select_entry<T, W, RmsNormOp>(entry, entries);
 }
 
 template <typename T>
 SelectedKernel select_weight(const NormPlan& plan, const NormProblem& problem) {
-  // No weight: any W works (the pointer is null); reuse the same-dtype instantiation (LayerNorm:
-  // its one, float32).
-  const DType w = problem.has_weight                 ? problem.w_dtype
-                  : problem.op == NormOp::kLayerNorm ? DType::kFloat32
-                                                     : problem.x_dtype;
-  switch (w) {
+  switch (kernel_weight_dtype(problem)) {  // the planner's too (core/kernel_table.h)
     case DType::kFloat32:
       return select_op<T, float>(plan, problem);
     case DType::kFloat16:

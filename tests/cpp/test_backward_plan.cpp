@@ -258,6 +258,7 @@ TEST(BackwardPlanViolation, CatchesBrokenPlans) {
     const char* what;
     NormBackwardProblem made_for, used_for;
     std::function<void(BackwardPlan&)> mutate;
+    const char* mentions;  // a word the reason must contain
   };
   const NormBackwardProblem aligned = backward(DType::kBFloat16, 4096, 1000);
   NormBackwardProblem unaligned_dy = aligned;
@@ -268,57 +269,80 @@ TEST(BackwardPlanViolation, CatchesBrokenPlans) {
          p.threads_per_row /= 2;
          p.chunks_per_thread *= 2;
          p.block_threads /= 2;
-       }},
-      {"plan for another N", aligned, backward(DType::kBFloat16, 2048, 1000), [](BackwardPlan&) {}},
+       },
+       "threads_per_row"},
+      {"plan for another N", aligned, backward(DType::kBFloat16, 2048, 1000), [](BackwardPlan&) {},
+       "chunks_per_row"},
       {"plan for another M", aligned, backward(DType::kBFloat16, 4096, 100000),
-       [](BackwardPlan&) {}},
-      {"aligned plan on an unaligned dy", aligned, unaligned_dy, [](BackwardPlan&) {}},
+       [](BackwardPlan&) {}, "weight-gradient blocks"},
+      {"aligned plan on an unaligned dy", aligned, unaligned_dy, [](BackwardPlan&) {},
+       "vector_io needs"},
       {"prefetch without vector I/O", unaligned_dy, unaligned_dy,
-       [](BackwardPlan& p) { p.prefetch_next_row = true; }},
+       [](BackwardPlan& p) { p.prefetch_next_row = true; }, "no instantiated backward kernel"},
       {"no prefetch at 2 vector chunks (no such kernel)", aligned, aligned,
-       [](BackwardPlan& p) { p.prefetch_next_row = false; }},
+       [](BackwardPlan& p) { p.prefetch_next_row = false; }, "no instantiated backward kernel"},
       {"prefetch of 4 chunks", backward(DType::kBFloat16, 16384, 10),
-       backward(DType::kBFloat16, 16384, 10), [](BackwardPlan& p) { p.prefetch_next_row = true; }},
+       backward(DType::kBFloat16, 16384, 10), [](BackwardPlan& p) { p.prefetch_next_row = true; },
+       "no instantiated backward kernel"},
       {"1024 threads", backward(DType::kBFloat16, 16384, 10), backward(DType::kBFloat16, 16384, 10),
        [](BackwardPlan& p) {
          p.threads_per_row = p.block_threads = 1024;
          p.chunks_per_thread = 2;
-       }},
+       },
+       "threads_per_row"},
       {"one chunk per thread for two", aligned, aligned,
-       [](BackwardPlan& p) { p.chunks_per_thread = 1; }},
+       [](BackwardPlan& p) { p.chunks_per_thread = 1; }, "chunks_per_thread"},
       {"block_threads not the row's", aligned, aligned,
-       [](BackwardPlan& p) { p.block_threads *= 2; }},
+       [](BackwardPlan& p) { p.block_threads *= 2; }, "block_threads"},
       {"blocks split differently", aligned, aligned,
        [](BackwardPlan& p) {
          p.block_rows *= 2;
          p.blocks = (1000 + p.block_rows - 1) / p.block_rows;
-       }},
+       },
+       "weight-gradient blocks"},
       // 256 blocks of 32 rows (a 256-thread CTA's blocks) for 512-thread CTAs.
       {"256 blocks of 512-thread CTAs", backward(DType::kBFloat16, 7168, 8192),
        backward(DType::kBFloat16, 7168, 8192),
        [](BackwardPlan& p) {
          p.block_rows = 32;
          p.blocks = 256;
-       }},
+       },
+       "weight-gradient blocks"},
       // 128 blocks of 32 rows (a 512-thread CTA's blocks) for 256-thread CTAs.
       {"128 blocks of 256-thread CTAs", backward(DType::kBFloat16, 4096, 4096),
        backward(DType::kBFloat16, 4096, 4096),
        [](BackwardPlan& p) {
          p.block_rows = 32;
          p.blocks = 128;
-       }},
+       },
+       "weight-gradient blocks"},
       {"float partials for float32 rows", backward(DType::kFloat32, 4096, 10),
-       backward(DType::kFloat32, 4096, 10), [](BackwardPlan& p) { p.partial_bytes = 4; }},
-      {"reduction misses columns", aligned, aligned, [](BackwardPlan& p) { p.reduce_grid -= 1; }},
+       backward(DType::kFloat32, 4096, 10), [](BackwardPlan& p) { p.partial_bytes = 4; },
+       "partials are float"},
+      {"reduction misses columns", aligned, aligned, [](BackwardPlan& p) { p.reduce_grid -= 1; },
+       "cover every column"},
       {"a plan for a row too long", aligned, backward(DType::kBFloat16, 32768, 1000),
-       [](BackwardPlan&) {}},
+       [](BackwardPlan&) {}, "rows of N="},
+      {"chunk not 16 bytes", aligned, aligned, [](BackwardPlan& p) { p.chunk_elems = 4; },
+       "16 bytes"},
   };
   for (const Broken& b : cases) {
     BackwardPlan plan = make_backward_plan(b.made_for);
     ASSERT_EQ(backward_plan_violation(plan, b.made_for), "") << b.what;
     b.mutate(plan);
-    EXPECT_NE(backward_plan_violation(plan, b.used_for), "") << b.what;
+    const std::string why = backward_plan_violation(plan, b.used_for);
+    EXPECT_NE(why.find(b.mentions), std::string::npos) << b.what << ": " << why;
   }
+  // Problems the kernels do not take: LayerNorm with a 16-bit weight, RMSNorm with a bias.
+  NormBackwardProblem bf16_weight_layernorm = backward(DType::kBFloat16, 4096, 1000);
+  bf16_weight_layernorm.rows.op = NormOp::kLayerNorm;
+  EXPECT_NE(backward_plan_violation(make_backward_plan(aligned), bf16_weight_layernorm)
+                .find("float32 weight"),
+            std::string::npos);
+  NormBackwardProblem rms_with_bias = aligned;
+  rms_with_bias.rows.has_bias = true;
+  EXPECT_NE(backward_plan_violation(make_backward_plan(aligned), rms_with_bias).find("bias"),
+            std::string::npos);
   // The blocks' own check names them (the fields before it are the problem's).
   const NormBackwardProblem wide = backward(DType::kBFloat16, 7168, 8192);
   BackwardPlan plan = make_backward_plan(wide);

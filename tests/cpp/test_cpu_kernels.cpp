@@ -1,6 +1,6 @@
-// norm_rows_cpu against a float64 reference of GUIDE §1, and the ops' bitwise promises: fused-op
-// invariant, batch invariance, zero/NaN/Inf rows. Random inputs (fixed seed per case, so a failure
-// reproduces); buffers start poisoned; padding and guards must stay untouched.
+// norm_rows_cpu against a float64 reference of docs/contract.md, and the ops' bitwise promises:
+// fused-op invariant, batch invariance, zero/NaN/Inf rows. Random inputs (fixed seed per case, so
+// a failure reproduces); buffers start poisoned; padding and guards must stay untouched.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -146,15 +146,16 @@ double ulp(DType t, double v) {
   return std::ldexp(1.0, e - mant);
 }
 
-// GUIDE §2 holds oink to PyTorch's error plus 1 ulp, and PyTorch's CPU kernels accumulate in
-// float64; so does norm_rows_cpu (sum of squares, rstd and products in double, then rounded to
-// float and to the output dtype). Its error: the double pipeline, ~N * 2^-53 relative, is far below
-// 1 ulp of float; rounding to float adds <= 1/2 ulp of float; rounding that float to a 16-bit dtype
-// adds <= 1/2 ulp of the output (the double rounding stays within it). So <= 1 ulp of the output
-// dtype; we allow 2 ulp at |ref|, which also covers a y that rounded across a power of two. No
-// absolute slack is needed beyond the ulp's floor at the subnormal spacing: y = x * rstd * w is a
-// product, its errors are relative to |y|, with no cancellation. Measured: <= 0.5 ulp + 3e-4 ulp
-// here; the earlier float32 accumulation reached 3.2 ulp of float32 at N = 4096 and fails.
+// docs/contract.md, 'How correctness is measured', holds oink to PyTorch's error plus 1 ulp, and
+// PyTorch's CPU kernels accumulate in float64; so does norm_rows_cpu (sum of squares, rstd and
+// products in double, then rounded to float and to the output dtype). Its error: the double
+// pipeline, ~N * 2^-53 relative, is far below 1 ulp of float; rounding to float adds <= 1/2 ulp of
+// float; rounding that float to a 16-bit dtype adds <= 1/2 ulp of the output (the double rounding
+// stays within it). So <= 1 ulp of the output dtype; we allow 2 ulp at |ref|, which also covers a y
+// that rounded across a power of two. No absolute slack is needed beyond the ulp's floor at the
+// subnormal spacing: y = x * rstd * w is a product, its errors are relative to |y|, with no
+// cancellation. Measured: <= 0.5 ulp + 3e-4 ulp here; the earlier float32 accumulation reached 3.2
+// ulp of float32 at N = 4096 and fails.
 double tolerance(DType out, double ref) { return 2 * ulp(out, std::fabs(ref)); }
 
 // y against the float64 reference computed from `src` (x, or the residual the fused op stored).

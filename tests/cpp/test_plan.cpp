@@ -1,9 +1,10 @@
-// make_plan over the whole shape grid of GUIDE §2 (and beyond: N = 262144, M = 2^20), for a Hopper
-// DeviceInfo and the CPU one: every plan keeps its invariants and batch invariance, chooses vector
-// I/O exactly when alignment allows, and prints as key=value pairs. plan_violation must catch
-// hand-broken plans.
+// make_plan over the whole shape grid of docs/contract.md, 'How correctness is measured' (and
+// beyond: N = 262144, M = 2^20), for a Hopper DeviceInfo and the CPU one: every plan keeps its
+// invariants and batch invariance, chooses vector I/O exactly when alignment allows, and prints as
+// key=value pairs. plan_violation must catch hand-broken plans.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -137,11 +138,87 @@ TEST(MakePlan, NeverThrowsOnTheGrid) {
   for (const Case& c : grid()) ASSERT_EQ(c.error, "") << c.layout->name;
 }
 
+// The invariants a launch relies on, checked from the plan's fields and the problem alone (not
+// through plan_violation, which make_plan has already run: a check missing there shows here).
+const char* broken_invariant(const NormPlan& plan, const NormProblem& p, const DeviceInfo& d) {
+  if (plan.chunk_elems * dtype_size(p.x_dtype) != 16) return "chunk is not 16 bytes";
+  if (plan.chunks_per_row != ceil_div(p.cols, plan.chunk_elems)) return "chunks_per_row";
+  if (!d.is_cuda()) return plan.grid == p.rows ? nullptr : "cpu: one task per row";
+  if (plan.threads_per_row != threads_per_row_for(p.cols, p.x_dtype) ||
+      plan.slices != slices_for(p.cols, p.x_dtype)) {
+    return "reduction layout is not (N, dtype)'s";
+  }
+  const int64_t slice_chunks = std::min<int64_t>(plan.chunks_per_row, kSliceChunks);
+  switch (plan.variant) {
+    case KernelVariant::kRowInRegisters:
+    case KernelVariant::kStreamed:
+      if (int64_t{plan.chunks_per_thread} * plan.threads_per_row < plan.chunks_per_row) {
+        return "a lane's chunks do not cover the row";
+      }
+      break;
+    case KernelVariant::kTile:
+    case KernelVariant::kCluster:
+      if (slice_chunks > int64_t{kTileMaxChunksPerLane} * plan.threads_per_row ||
+          plan.chunks_per_thread != kTileSlotsPerThread) {
+        return "a tile thread's slots do not cover its lanes' chunks";
+      }
+      break;
+    case KernelVariant::kTwoPass:
+      if (plan.chunks_per_thread != 0) return "two_pass keeps no chunks";
+      break;
+    case KernelVariant::kCpu:
+      return "a CUDA device got a CPU plan";
+  }
+  if (plan.slices > 1 && plan.variant != KernelVariant::kCluster &&
+      plan.variant != KernelVariant::kTwoPass) {
+    return "a sliced row runs the cluster or two_pass kernel";
+  }
+  const bool cluster = plan.variant == KernelVariant::kCluster;
+  const int per_cta = cluster ? static_cast<int>(ceil_div(plan.slices, plan.cluster_ctas)) : 0;
+  const int groups = cluster ? per_cta : plan.rows_per_cta;
+  if (plan.block_threads != plan.threads_per_row / plan.lanes_per_thread * groups ||
+      plan.block_threads > 1024 || (plan.block_threads % 32 != 0 && groups != 1)) {
+    return "block_threads is not whole warps of the row groups' lanes";
+  }
+  const int64_t row_groups = ceil_div(p.rows, plan.rows_per_cta);
+  if (cluster                                    ? plan.grid != p.rows * plan.cluster_ctas
+      : plan.variant == KernelVariant::kStreamed ? plan.grid > row_groups
+                                                 : plan.grid != row_groups) {
+    return "the grid does not give every row group one CTA (a cluster per row, or persistent)";
+  }
+  if (cluster && (d.cc_major < 9 || plan.cluster_ctas > kMaxClusterCtas)) return "cluster dims";
+  if ((plan.stages != 0) != (plan.variant == KernelVariant::kStreamed) ||
+      (plan.stages != 0 && (plan.stages < kMinStages || plan.stages > kMaxStages))) {
+    return "stages";
+  }
+  if (plan.vector_io && (p.cols % plan.chunk_elems != 0 || p.x_align < 16)) {
+    return "vector I/O on rows that are not whole aligned chunks";
+  }
+  if (plan.use_pdl && d.cc_major < 9) return "PDL below sm_90";
+  return nullptr;
+}
+
 TEST(MakePlan, PlansKeepTheirInvariants) {
-  for_each_case([](const Case& c) -> const char* {
-    return plan_violation(c.plan, c.problem, c.device).empty() ? nullptr
-                                                               : "plan_violation is not empty";
-  });
+  for_each_case([](const Case& c) { return broken_invariant(c.plan, c.problem, c.device); });
+  // The checks above can fail: each of these plans breaks one of them.
+  const NormProblem p =
+      problem(DType::kBFloat16, Weight::kSame, NormOp::kRmsNorm, 4096, 17, kLayouts[0]);
+  const NormPlan good = make_plan(p, hopper());
+  ASSERT_EQ(broken_invariant(good, p, hopper()), nullptr);
+  for (const auto& mutate : std::vector<std::function<void(NormPlan&)>>{
+           [](NormPlan& b) { b.chunk_elems = 4; },
+           [](NormPlan& b) { b.chunks_per_row += 1; },
+           [](NormPlan& b) { b.threads_per_row /= 2; },
+           [](NormPlan& b) { b.chunks_per_thread = 1; },
+           [](NormPlan& b) { b.block_threads += 1; },
+           [](NormPlan& b) { b.grid -= 1; },
+           [](NormPlan& b) { b.stages = 2; },
+           [](NormPlan& b) { b.variant = KernelVariant::kCpu; },
+       }) {
+    NormPlan broken = good;
+    mutate(broken);
+    EXPECT_NE(broken_invariant(broken, p, hopper()), nullptr) << describe(broken, p, hopper());
+  }
 }
 
 TEST(MakePlan, ThreadsPerRowDependsOnlyOnNAndDtype) {
@@ -304,7 +381,7 @@ TEST(MakePlan, RegistersUntilEachStreamedCtaGetsThreeRowGroups) {
 TEST(MakePlan, OnlyAFloat32WeightOn16BitRowsOf64To127LanesStreams) {
   // The registers schedule beat every streamed shape for short rows with a weight no wider than
   // x, none, float32 rows, and a float32 weight on rows of fewer than 64 lanes (H200,
-  // bench/results/nvidia-h200/streamed_shapes.txt); the tile takes rows of 128 lanes or more
+  // a schedule sweep); the tile takes rows of 128 lanes or more
   // with any weight (a float32 one held in registers: tile_w32.txt).
   for (int64_t n : {64, 128, 256, 512, 1024, 2048, 8192}) {
     for (Weight w : {Weight::kNone, Weight::kSame, Weight::kFloat32}) {
@@ -475,7 +552,7 @@ TEST(MakePlan, StreamedBytesInFlightNearTheTargetWhereAShapeAllowsIt) {
 TEST(MakePlan, FusedOpNeverStreamsAndTakesTheTileOnlyWhereItsRegistersCtasAreWeak) {
   // Its registers schedule holds x, the residual and the weight (2 chunks per thread or fewer)
   // and beat every streamed shape, and the tile except at N=6144 (half the lanes hold one chunk)
-  // and N=16384 (1024-thread CTAs), on the H200 (bench/schedules, docs/kernels.md).
+  // and N=16384 (1024-thread CTAs), on the H200 (a schedule sweep, docs/kernels.md).
   for (int64_t n : {64, 4096, 6144, 7168, 8192, 16384}) {
     for (int64_t m : {int64_t{1}, int64_t{1024}, int64_t{65536}, int64_t{1} << 20}) {
       const NormProblem p =
@@ -997,11 +1074,12 @@ TEST(PlanViolation, KeepsLayerNormToItsKernels) {
   NormPlan two_pass = make_plan(bf16(4096, 17), hopper());
   two_pass.variant = KernelVariant::kTwoPass;
   EXPECT_NE(plan_violation(two_pass, layernorm(DType::kBFloat16, 4096, 17), hopper())
-                .find("row_in_registers and tile"),
+                .find("no instantiated kernel"),
             std::string::npos);
   NormProblem bf16_weight = p;
   bf16_weight.w_dtype = DType::kBFloat16;
-  EXPECT_NE(plan_violation(plan, bf16_weight, hopper()).find("float32 weight"), std::string::npos);
+  EXPECT_NE(plan_violation(plan, bf16_weight, hopper()).find("no instantiated kernel"),
+            std::string::npos);
   NormProblem rms_with_bias = bf16(4096, 65536);
   rms_with_bias.has_bias = true;
   EXPECT_NE(
@@ -1020,11 +1098,11 @@ TEST(PlanViolation, CatchesBrokenPlans) {
              p.block_threads = p.threads_per_row * p.rows_per_cta;
            },
            "batch invariance"},
-          {"plan for another N", bf16(4096, 17), bf16(8192, 17), gpu, [](NormPlan&) {}},
+          {"plan for another N", bf16(4096, 17), bf16(8192, 17), gpu, [](NormPlan&) {}, "chunks do not cover"},
           {"threads_per_row not a power of two", bf16(64, 17), bf16(64, 17), gpu,
-           [](NormPlan& p) { p.threads_per_row = 6; }},
+           [](NormPlan& p) { p.threads_per_row = 6; }, "power of two"},
           {"block_threads inconsistent", bf16(64, 17), bf16(64, 17), gpu,
-           [](NormPlan& p) { p.block_threads += 32; }},
+           [](NormPlan& p) { p.block_threads += 32; }, "block_threads"},
           {"vector_io on an unaligned base", bf16(4096, 17, 2), bf16(4096, 17, 2), gpu,
            [](NormPlan& p) { p.vector_io = true; }},
           {"vector_io with N % 8 != 0", bf16(4095, 17), bf16(4095, 17), gpu,
@@ -1032,31 +1110,31 @@ TEST(PlanViolation, CatchesBrokenPlans) {
           {"aligned plan used on an unaligned base", bf16(4096, 17), bf16(4096, 17, 2), gpu,
            [](NormPlan&) {}},
           {"grid one CTA short", bf16(4096, 17), bf16(4096, 17), gpu,
-           [](NormPlan& p) { p.grid -= 1; }},
-          {"plan for M=1 used for M=4097", bf16(4096, 1), bf16(4096, 4097), gpu, [](NormPlan&) {}},
+           [](NormPlan& p) { p.grid -= 1; }, "one CTA per row group"},
+          {"plan for M=1 used for M=4097", bf16(4096, 1), bf16(4096, 4097), gpu, [](NormPlan&) {}, "one CTA per row group"},
           {"registers do not hold the row", bf16(4096, 17), bf16(4096, 17), gpu,
-           [](NormPlan& p) { p.chunks_per_thread = 1; }},
+           [](NormPlan& p) { p.chunks_per_thread = 1; }, "registers do not hold"},
           {"chunks_per_thread 3", bf16(4096, 17), bf16(4096, 17), gpu,
-           [](NormPlan& p) { p.chunks_per_thread = 3; }},
+           [](NormPlan& p) { p.chunks_per_thread = 3; }, "no instantiated kernel"},
           {"4 chunks in registers", bf16(8192, 17, 2), bf16(8192, 17, 2), gpu,
-           [](NormPlan& p) { p.chunks_per_thread = 4; }, "1 or 2"},
+           [](NormPlan& p) { p.chunks_per_thread = 4; }, "no instantiated kernel"},
           {"two_pass keeping chunks", bf16(262144, 17, 2), bf16(262144, 17, 2), gpu,
-           [](NormPlan& p) { p.chunks_per_thread = 1; }},
+           [](NormPlan& p) { p.chunks_per_thread = 1; }, "no instantiated kernel"},
           {"chunk not 16 bytes", bf16(4096, 17), bf16(4096, 17), gpu,
-           [](NormPlan& p) { p.chunk_elems = 4; }},
-          {"cpu plan for another M", bf16(4096, 17), bf16(4096, 18), cpu, [](NormPlan&) {}},
+           [](NormPlan& p) { p.chunk_elems = 4; }, "16 bytes"},
+          {"cpu plan for another M", bf16(4096, 17), bf16(4096, 18), cpu, [](NormPlan&) {}, "one task per row"},
           {"streamed with 5 stages", w32(1024, 65536), w32(1024, 65536), gpu,
-           [](NormPlan& p) { p.stages = 5; }},
+           [](NormPlan& p) { p.stages = 5; }, "stages must be"},
           {"streamed smem not matching its layout", w32(1024, 65536), w32(1024, 65536), gpu,
-           [](NormPlan& p) { p.smem_bytes -= 16; }},
+           [](NormPlan& p) { p.smem_bytes -= 16; }, "streamed layout"},
           {"streamed plan used on an unaligned base", w32(1024, 65536), w32(1024, 65536, 2), gpu,
            [](NormPlan&) {}},
           {"streamed with too few slots", w32(1024, 65536), w32(1024, 65536), gpu,
-           [](NormPlan& p) { p.chunks_per_thread = 1; }},
+           [](NormPlan& p) { p.chunks_per_thread = 1; }, "ceil(chunks_per_row"},
           {"streamed with 3 chunks per thread", w32(1024, 65536), w32(1024, 65536), gpu,
-           [](NormPlan& p) { p.chunks_per_thread = 3; }, "at most 2"},
+           [](NormPlan& p) { p.chunks_per_thread = 3; }, "ceil(chunks_per_row"},
           {"stages on a register plan", bf16(4096, 17), bf16(4096, 17), gpu,
-           [](NormPlan& p) { p.stages = 2; }},
+           [](NormPlan& p) { p.stages = 2; }, "stages belong"},
           {"rmsnorm's streamed plan used for the fused op", w32(1024, 65536),
            w32(1024, 65536, 256, NormOp::kFusedAddRmsNorm), gpu, [](NormPlan&) {},
            "rmsnorm's only"},
@@ -1076,7 +1154,7 @@ TEST(PlanViolation, CatchesBrokenPlans) {
            },
            "64-127"},
           {"more CTAs than row groups", w32(1024, 65536), w32(1024, 65536), gpu,
-           [](NormPlan& p) { p.grid = 32769; }},
+           [](NormPlan& p) { p.grid = 32769; }, "more CTAs than row groups"},
           {"streamed plan used on a head view", w32(1024, 65536), w32_head_view(1024, 65536), gpu,
            [](NormPlan&) {}, "one stride"},
           {"tile with one lane per thread", bf16(4096, 4097), bf16(4096, 4097), gpu,
@@ -1100,7 +1178,7 @@ TEST(PlanViolation, CatchesBrokenPlans) {
           {"folded registers plan used for layernorm", bf16(8192, 17),
            layernorm(DType::kBFloat16, 8192, 17), gpu, [](NormPlan&) {}, "folds"},
           {"tile with 4 slots", bf16(4096, 4097), bf16(4096, 4097), gpu,
-           [](NormPlan& p) { p.chunks_per_thread = 4; }, "kTileSlotsPerThread"},
+           [](NormPlan& p) { p.chunks_per_thread = 4; }, "no instantiated kernel"},
           {"tile smem not matching its layout", bf16(4096, 4097), bf16(4096, 4097), gpu,
            [](NormPlan& p) { p.smem_bytes /= 2; }, "tile layout"},
           {"rmsnorm's tile plan used for the fused op", bf16(4096, 4097), fused_bf16(4096, 4097),
@@ -1121,11 +1199,34 @@ TEST(PlanViolation, CatchesBrokenPlans) {
           {"tile without a grid of one CTA per row group", bf16(4096, 4097), bf16(4096, 4097), gpu,
            [](NormPlan& p) { p.grid = 132; }, "one CTA per row group"},
           {"tile holding half its weight chunks", bf16(4096, 4097), bf16(4096, 4097), gpu,
-           [](NormPlan& p) { p.weight_held_chunks = 4; }, "tile thread holds all"},
+           [](NormPlan& p) { p.weight_held_chunks = 4; }, "no instantiated kernel"},
           {"registers plan holding weight chunks", bf16(4096, 17), bf16(4096, 17), gpu,
-           [](NormPlan& p) { p.weight_held_chunks = 8; }, "tile and cluster variants"},
+           [](NormPlan& p) { p.weight_held_chunks = 8; }, "no instantiated kernel"},
+          {"chunks short of N", bf16(4096, 17), bf16(4096, 17), gpu,
+           [](NormPlan& p) { p.chunks_per_row -= 1; }, "chunks do not cover"},
+          {"streamed without vector I/O", w32(1024, 65536), w32(1024, 65536), gpu,
+           [](NormPlan& p) { p.vector_io = false; }, "streamed variant needs vector I/O"},
+          {"folded registers in CTAs past the kernel's 512-thread bounds", bf16(8192, 17),
+           bf16(8192, 17), gpu,
+           [](NormPlan& p) {
+             p.rows_per_cta = 4;
+             p.block_threads = 1024;
+             p.grid = 5;
+           },
+           "kernel's bounds"},
+          {"partial warps of several rows", bf16(64, 17), bf16(64, 17), gpu,
+           [](NormPlan& p) {
+             p.rows_per_cta = 2;
+             p.block_threads = 8;
+             p.grid = 9;
+           },
+           "partial warps"},
+          {"tile on element-wise rows", bf16(4096, 4097), bf16(4095, 4097), gpu,
+           [](NormPlan& p) { p.vector_io = false; }, "tile variant needs"},
+          {"grid of no CTA", bf16(4096, 17), bf16(4096, 17), gpu, [](NormPlan& p) { p.grid = 0; },
+           "one CTA per row group"},
           {"PDL below sm_90", bf16(4096, 17), bf16(4096, 17), ampere(),
-           [](NormPlan& p) { p.use_pdl = true; }, "PDL"},
+           [](NormPlan& p) { p.use_pdl = true; }, "PDL needs sm_90"},
           {"PDL with a pre-sm_90 kernel image", bf16(4096, 17), bf16(4096, 17), gpu,
            [](NormPlan& p) {
              p.use_pdl = true;
@@ -1144,6 +1245,14 @@ TEST(PlanViolation, CatchesBrokenPlans) {
        "slices"},
       {"cluster with fewer CTAs than slices", bf16(65536, 4), bf16(65536, 4), gpu,
        [](NormPlan& p) { p.cluster_ctas = 2; }, "cluster_ctas"},
+      {"cluster CTA of two rows", bf16(65536, 4), bf16(65536, 4), gpu,
+       [](NormPlan& p) { p.rows_per_cta = 2; }, "1024 lanes each"},
+      {"cluster smem not matching its layout", bf16(65536, 4), bf16(65536, 4), gpu,
+       [](NormPlan& p) { p.smem_bytes -= 16; }, "cluster's tile layout"},
+      {"streamed grid of no CTA", w32(1024, 65536), w32(1024, 65536), gpu,
+       [](NormPlan& p) { p.grid = 0; }, "grid does not cover every row"},
+      {"a grid past the CUDA limit", bf16(4096, 17), bf16(4096, int64_t{1} << 32), gpu,
+       [](NormPlan& p) { p.grid = int64_t{1} << 32; }, "CUDA limit"},
       {"cluster grid of one CTA per row", bf16(65536, 4), bf16(65536, 4), gpu,
        [](NormPlan& p) { p.grid = 4; }, "one cluster per row"},
       {"cluster below sm_90", bf16(65536, 4), bf16(65536, 4), ampere(),
@@ -1159,7 +1268,7 @@ TEST(PlanViolation, CatchesBrokenPlans) {
        },
        "sm_90"},
       {"cluster holding half a bf16 weight", bf16(65536, 4097), bf16(65536, 4097), gpu,
-       [](NormPlan& p) { p.weight_held_chunks = 4; }, "half of them"},
+       [](NormPlan& p) { p.weight_held_chunks = 4; }, "no instantiated kernel"},
       {"registers plan for a sliced row", bf16(65536, 4), bf16(65536, 4), gpu,
        [](NormPlan& p) {
          p.variant = KernelVariant::kRowInRegisters;
@@ -1187,6 +1296,18 @@ TEST(PlanViolation, CatchesBrokenPlans) {
     EXPECT_NE(why, "") << b.what;
     EXPECT_NE(why.find(b.mentions), std::string::npos) << b.what << ": " << why;
   }
+  // A problem of no leading dimension (row_dims counts at least one).
+  NormProblem no_dims = bf16(4096, 17);
+  no_dims.row_dims.count = 0;
+  EXPECT_NE(plan_violation(make_plan(bf16(4096, 17), gpu), no_dims, gpu).find("row_dims.count"),
+            std::string::npos);
+  // A streamed plan on a device of less shared memory than the one it was made for.
+  const NormPlan streamed = make_plan(w32(1024, 65536), gpu);
+  ASSERT_EQ(streamed.variant, KernelVariant::kStreamed);
+  DeviceInfo small = gpu;
+  small.max_smem_per_block = streamed.smem_bytes;
+  EXPECT_NE(plan_violation(streamed, w32(1024, 65536), small).find("shared memory exceeds"),
+            std::string::npos);
 }
 
 TEST(PlanFacts, NameEveryFieldOnceWithThePlansValues) {
