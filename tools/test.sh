@@ -35,6 +35,9 @@ cmake -S . -B build/cpp-tests -G Ninja -DOINK_BUILD_EXTENSION=OFF -DOINK_WITH_CU
 cmake --build build/cpp-tests
 ctest --test-dir build/cpp-tests --output-on-failure
 
+step "every planner check has a test that fails without it (each removed in turn)"
+python3 tools/check_planner_checks.py
+
 step "Python tests (the installed wheel)"
 python3 -m pytest tests/python -q -p no:cacheprovider --ignore=tests/python/test_vllm_plugin.py
 
