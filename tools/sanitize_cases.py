@@ -1,10 +1,10 @@
 """A representative subset of oink's CUDA launches for compute-sanitizer: every kernel variant
 (registers with 1/2 chunks, two-pass, streamed, tile, cluster), vector and element-wise I/O, both
-ops, every dtype and weight combination, padded and unaligned rows, the layouts of docs/contract.md (QKV
-head views, transposed views, rmsnorm.out into a head view, the fused op on independent views, no
-weight), with and without PDL; and the training ops (--ops): rmsnorm_forward in every forward
-schedule, layernorm_forward and layernorm_backward, and rmsnorm_backward in every variant of its
-kernel. Exits non-zero if any result is wrong.
+ops, every dtype and weight combination, padded and unaligned rows, the layouts of
+docs/contract.md (QKV head views, transposed views, rmsnorm.out into a head view, the fused op on
+independent views, no weight), with and without PDL; and the training ops (--ops):
+rmsnorm_forward in every forward schedule, layernorm_forward and layernorm_backward, and
+rmsnorm_backward in every variant of its kernel. Exits non-zero if any result is wrong.
 
 Results are checked on the CPU so that the only kernels racecheck sees are oink's and copies:
 PyTorch's own CUDA reduction (the float64 mean of a GPU-side reference) reports shared-memory

@@ -1,4 +1,3 @@
-// COORDINATION NOTE FROM THE LEAD (15:20 UTC): two helpers were started on this same brief by mistake. The one started FIRST (about 14:35 UTC; brief deadline 16:00-16:10) owns the brief and carries on. The one started SECOND (15:09 UTC; brief deadline 16:15-16:25) must stop editing now and end with the report 'stopped: duplicate'. The helper that carries on deletes this note.
 #include "torch/checks.h"
 
 #include <cmath>
