@@ -1,7 +1,8 @@
 """Proves every planner check is tested: removes each check in turn and expects a C++ test to fail.
 
-A check is one `return <message>;` of plan_violation (csrc/core/plan.cpp) or
-backward_plan_violation (csrc/core/backward_plan.cpp). For each, the script writes a copy of the
+A check is one `return <message>;` of plan_violation (csrc/core/plan.cpp),
+backward_plan_violation (csrc/core/backward_plan.cpp) or reduce_plan_violation
+(csrc/core/reduce_plan.cpp). For each, the script writes a copy of the
 sources where that return is gone (a `cond ? "" : message` return answers "" instead), rebuilds
 oink_core and the C++ tests in build/planner-checks (no sanitizers, -O1) and runs the planner's
 tests. A mutant that passes them survived: its check is not tested, and the script fails.
@@ -23,8 +24,12 @@ SRC, BUILD = WORK / "src", WORK / "build"
 CHECKED = [
     ("csrc/core/plan.cpp", "plan_violation"),
     ("csrc/core/backward_plan.cpp", "backward_plan_violation"),
+    ("csrc/core/reduce_plan.cpp", "reduce_plan_violation"),
 ]
-TESTS = "MakePlan.*:PlanViolation.*:KernelTable.*:MakeBackwardPlan.*:BackwardPlanViolation.*"
+TESTS = (
+    "MakePlan.*:PlanViolation.*:KernelTable.*:MakeBackwardPlan.*:BackwardPlanViolation.*:"
+    "ReducePlan.*:ReducePlanViolation.*"
+)
 
 
 def skip_literal(text: str, i: int) -> int:

@@ -24,7 +24,15 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE_FILES = ("__init__.py", "__main__.py", "_fake.py", "ops.py", "vllm_plugin.py")
+PACKAGE_FILES = (
+    "__init__.py",
+    "__main__.py",
+    "_fake.py",
+    "ops.py",
+    "_softmax.py",
+    "_cross_entropy.py",
+    "vllm_plugin.py",
+)
 TORCH_LIBRARIES = {"libtorch_cpu.so", "libtorch_cuda.so"}
 WHEEL_NAME = re.compile(
     r"oink_kernels-(?P<version>[^-+]+)\+(?P<flavour>cu\d+|cpu)-py3-none-(?P<platform>manylinux_2_\d+_x86_64)\.whl"

@@ -4,7 +4,8 @@ ops, every dtype and weight combination, padded and unaligned rows, the layouts 
 docs/contract.md (QKV head views, transposed views, rmsnorm.out into a head view, the fused op on
 independent views, no weight), with and without PDL; and the training ops (--ops):
 rmsnorm_forward in every forward schedule, layernorm_forward and layernorm_backward, and
-rmsnorm_backward in every variant of its kernel. Exits non-zero if any result is wrong.
+rmsnorm_backward in every variant of its kernel; softmax and cross-entropy (--ops rows) in both
+schedules, vector and element-wise, in place and not. Exits non-zero if any result is wrong.
 
 Results are checked on the CPU so that the only kernels racecheck sees are oink's and copies:
 PyTorch's own CUDA reduction (the float64 mean of a GPU-side reference) reports shared-memory
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--ops",
-        choices=("all", "inference", "long", "training", "backward", "layernorm"),
+        choices=("all", "inference", "long", "training", "backward", "layernorm", "rows"),
         default="all",
         help="rmsnorm and the fused op (inference); the same on rows of several slices only "
         "(long: the cluster and two-pass kernels, after a change to those alone); "
@@ -93,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         "rmsnorm_backward, and layernorm's, whose forward runs for its statistics: their shared "
         "memory and barriers are the only new ones, so racecheck and synccheck need no more); "
         "layernorm's forward and backward alone (layernorm: after a change to its kernels only, "
-        "racecheck over every training op takes minutes); or all (default)",
+        "racecheck over every training op takes minutes); softmax and cross-entropy alone "
+        "(rows); or all (default)",
     )
     args = parser.parse_args(argv)
     start = time.monotonic()
@@ -118,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             continue
         progress(f"{args.ops} ops, x {dtype}, weight {wdtype}", failed)
+        failures += failed
+    for dtype in x_dtypes if args.ops in ("all", "rows") else ():
+        failed = check_rows(dtype, g)
+        progress(f"softmax and cross-entropy, {dtype}", failed)
         failures += failed
     for pdl in pdl_settings if args.ops in ("all", "inference", "long") else ():
         oink.set_pdl(pdl)
@@ -223,6 +229,44 @@ def check_layernorm(dtype, wdtype, g) -> int:
                     failures += int(not torch.allclose(got.cpu().double(), ref.double(),
                                                        rtol=2e-2, atol=1e-2 * scale))  # fmt: skip
     return failures
+
+
+def check_rows(dtype, g) -> int:
+    """softmax, softmax_backward and cross-entropy (forward, fused in place, backward in place)
+    on rows of each schedule: registers (vector, element-wise) and looped (vector, element-wise),
+    a target ignored and one out of range; against float64, loosely (the launches are the
+    point)."""
+    failed = 0
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    for m, n in ((65, 100), (3, 4096), (3, 32776), (2, 50257)):
+        x = (torch.randn(m, n, generator=g) * 3).to(dtype).cuda()
+        y = oink.softmax(x)
+        ref = torch.softmax(x.double(), -1)
+        failed += int(not torch.allclose(y.double(), ref, rtol=tol, atol=tol / n))
+        dy = torch.randn(m, n, generator=g).to(dtype).cuda()
+        dx = oink.softmax_backward(dy, y)
+        y64, dy64 = y.double(), dy.double()
+        ref = y64 * (dy64 - (dy64 * y64).sum(-1, keepdim=True))
+        failed += int(not torch.allclose(dx.double(), ref, rtol=tol, atol=tol / n))
+        target = torch.randint(0, n, (m,), generator=g)
+        target[0], target[-1] = -100, n + 5
+        target = target.cuda()
+        loss, lse = torch.ops.oink.cross_entropy_forward.default(x, target, -100, 0.1, 0.0)
+        fused = x.clone()
+        scale = torch.ones(1, device="cuda")
+        torch.ops.oink.cross_entropy_forward_backward_.default(fused, target, scale, -100, 0.1, 0.0)
+        grad = x.clone()
+        torch.ops.oink.cross_entropy_backward_.default(
+            torch.ones(m, device="cuda"), grad, target, lse, -100, 0.1, 0.0
+        )
+        ref_loss = torch.nn.functional.cross_entropy(
+            x[1:-1].double(), target[1:-1], label_smoothing=0.1, reduction="none"
+        )
+        failed += int(not torch.allclose(loss[1:-1].double(), ref_loss, rtol=1e-5, atol=1e-5))
+        failed += int(not (loss[0] == 0 and torch.isnan(loss[-1])))
+        same = torch.allclose(fused.double(), grad.double(), rtol=tol, atol=tol / n, equal_nan=True)
+        failed += int(not same)
+    return failed
 
 
 def check_views(tokens, dtype, wdtype, g) -> int:

@@ -3,19 +3,22 @@
 // many rows a launch holds (batch invariance), whatever the combine: a floating-point sum is not
 // associative, and the fixed order is what makes it deterministic.
 //
-// A combine is a policy type (Sum and PairSum below; Softmax's Max joins them with Softmax):
-//   using Value = ...;                          // a float, a double, or a Pair of either
+// A combine is a policy type: Sum, PairSum, Max, and the online softmax's OnlineSoftmax and
+// OnlineSoftmaxSum (below):
+//   using Value = ...;                          // a float, a double, a Pair, or a SoftmaxStat(Sum)
 //   static Value identity();                     // combine(identity(), v) == v
 //   static Value combine(Value a, Value b);      // commutative: both orders give the same bits
 // The tree needs commutativity in bits: at each butterfly step the two lanes of a pair combine
 // their values in opposite argument orders and must agree (IEEE addition is; fmax is not on +0
 // and -0, which such a policy must order itself). A row op reduces with one policy (RMSNorm: Sum
 // of squares); ops whose second statistic needs the first reduce twice (LayerNorm's forward: the
-// sum, then the sum of squared deviations; Softmax: Max, then Sum), each pass with the same
-// layout; two independent statistics reduce at once as a Pair (LayerNorm's backward: sum(g) and
-// sum(g * xhat)), one barrier instead of two.
+// sum, then the sum of squared deviations), each pass with the same layout; two independent
+// statistics reduce at once as a Pair (LayerNorm's backward: sum(g) and sum(g * xhat)), one
+// barrier instead of two; the softmax's max and sum of exponentials, dependent but rescalable,
+// reduce at once as the online softmax's (max, sum) pair (OnlineSoftmax), one barrier too.
 #pragma once
 
+#include <cmath>
 #include <type_traits>
 
 #include "device/vec.cuh"
@@ -46,6 +49,62 @@ struct PairSum {
   }
 };
 
+// The largest of two values. fmax alone is not commutative in bits on +0 and -0 (either may come
+// back): equal values are and-ed bitwise, which gives +0 for the pair and the value otherwise.
+template <typename Acc>
+struct Max {
+  using Value = Acc;
+  __device__ __forceinline__ static Value identity() { return -Value(INFINITY); }
+  __device__ __forceinline__ static Value combine(Value a, Value b) {
+    static_assert(std::is_same_v<Acc, float> || std::is_same_v<Acc, double>, "float or double");
+    if constexpr (std::is_same_v<Acc, float>) {
+      return a == b ? __int_as_float(__float_as_int(a) & __float_as_int(b)) : fmaxf(a, b);
+    } else {
+      return a == b ? __longlong_as_double(__double_as_longlong(a) & __double_as_longlong(b))
+                    : fmax(a, b);
+    }
+  }
+};
+
+// The online softmax's statistic of some elements z: their max m and the sum s of exp(z - m)
+// (identity: m = -inf, s = 0). Float32: the CUDA row ops' math (docs/numerics.md).
+struct alignas(8) SoftmaxStat {
+  float m, s;
+};
+// The same with the plain sum of the elements (cross-entropy's label smoothing). Padded to 16
+// bytes: reduce_in_warp_order reads Values through a Vec aligned to a power of two.
+struct alignas(16) SoftmaxStatSum {
+  float m, s, sum;
+  float unused;  // 0: the padding, never shuffled
+};
+
+// Two (max, sum of exp) statistics as one: (M, s1 exp(m1 - M) + s2 exp(m2 - M)), M = max(m1, m2),
+// and the identity where M is -inf (two empty or all -inf sides: exp(-inf - -inf) would be NaN),
+// reached without a branch by taking the exponents against 0 there: s1 exp(-inf) + s2 exp(-inf)
+// is 0 (and stays NaN where a side's sum is NaN: a NaN input still gives a NaN row).
+// Every product and sum is rounded on its own (__fmul_rn, __fadd_rn): a contracted FMA would
+// round one product and not the other, and the two argument orders would differ in bits.
+// expf, not __expf: a few combines per row, and exp(0) = 1 exactly for equal maxima.
+struct OnlineSoftmax {
+  using Value = SoftmaxStat;
+  __device__ __forceinline__ static Value identity() { return {-INFINITY, 0.f}; }
+  __device__ __forceinline__ static Value combine(Value x, Value y) {
+    const float m = Max<float>::combine(x.m, y.m);
+    const float base = m == -INFINITY ? 0.f : m;
+    return {m, __fadd_rn(__fmul_rn(x.s, expf(x.m - base)), __fmul_rn(y.s, expf(y.m - base)))};
+  }
+};
+
+// OnlineSoftmax with the plain sums added alongside (whatever the maxima).
+struct OnlineSoftmaxSum {
+  using Value = SoftmaxStatSum;
+  __device__ __forceinline__ static Value identity() { return {-INFINITY, 0.f, 0.f, 0.f}; }
+  __device__ __forceinline__ static Value combine(Value x, Value y) {
+    const SoftmaxStat ms = OnlineSoftmax::combine({x.m, x.s}, {y.m, y.s});
+    return {ms.m, ms.s, __fadd_rn(x.sum, y.sum), 0.f};
+  }
+};
+
 // A value from lane `lane ^ offset` of the warp (full mask): one shuffle per member.
 __device__ __forceinline__ float shfl_xor(float v, int offset) {
   return __shfl_xor_sync(0xffffffffu, v, offset);
@@ -56,6 +115,12 @@ __device__ __forceinline__ double shfl_xor(double v, int offset) {
 template <typename A>
 __device__ __forceinline__ Pair<A> shfl_xor(Pair<A> v, int offset) {
   return {shfl_xor(v.a, offset), shfl_xor(v.b, offset)};
+}
+__device__ __forceinline__ SoftmaxStat shfl_xor(SoftmaxStat v, int offset) {
+  return {shfl_xor(v.m, offset), shfl_xor(v.s, offset)};
+}
+__device__ __forceinline__ SoftmaxStatSum shfl_xor(SoftmaxStatSum v, int offset) {
+  return {shfl_xor(v.m, offset), shfl_xor(v.s, offset), shfl_xor(v.sum, offset), 0.f};
 }
 
 // Combine over aligned groups of `width` lanes (a power of two <= 32) by an xor butterfly.

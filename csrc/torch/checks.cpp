@@ -10,11 +10,8 @@
 #include "core/error.h"
 
 namespace oink {
-namespace {
 
 using torch::headeronly::ScalarType;
-
-constexpr int64_t kMaxRows = 0x7fffffff;
 
 std::string strides_of(const Tensor& t) {
   std::string s = "(";
@@ -47,6 +44,31 @@ std::optional<DType> to_dtype(ScalarType t) {
   }
 }
 
+namespace {
+
+constexpr int64_t kMaxRows = 0x7fffffff;
+
+// Walks x and `other` together: the problem's row dimensions and both tensors' strides.
+void set_joint_rows(NormProblem& p, const char* op, const char* arg, const Tensor& x,
+                    const Tensor& other, RowStrides& other_strides) {
+  const auto sizes = x.sizes();
+  const auto x_strides = x.strides();
+  const auto o_strides = other.strides();
+  const int64_t* strides[2] = {x_strides.data(), o_strides.data()};
+  RowStrides joint[2];
+  std::string why;
+  const auto dims = joint_rows(sizes.data(), static_cast<int>(x.dim()), strides, 2, joint, &why);
+  if (!dims) {
+    throw ArgError(op, arg, "and x must be walkable together (" + why + ")",
+                   "strides " + strides_of(other) + " against x's " + strides_of(x));
+  }
+  p.row_dims = *dims;
+  p.x_strides = joint[0];
+  other_strides = joint[1];
+}
+
+}  // namespace
+
 bool same_device(const Tensor& a, const Tensor& b) {
   return a.is_cpu() == b.is_cpu() && a.is_cuda() == b.is_cuda() &&
          (!a.is_cuda() || a.get_device_index() == b.get_device_index());
@@ -71,7 +93,7 @@ RowView check_rows(const char* op, const char* arg, const Tensor& t) {
   return *view;
 }
 
-constexpr const char* kFloatDtypes = "must be float16, bfloat16 or float32 (or float64 on the CPU)";
+const char* const kFloatDtypes = "must be float16, bfloat16 or float32 (or float64 on the CPU)";
 
 // float64 is for the CPU path (gradcheck); no CUDA kernel is built for it.
 void check_float64_on_cpu(const char* op, const char* arg, DType dtype, const Tensor& t) {
@@ -82,44 +104,27 @@ void check_float64_on_cpu(const char* op, const char* arg, DType dtype, const Te
   }
 }
 
-// Another tensor of x's dtype, device and shape (residual, out).
-void check_like_x(const char* op, const char* arg, const Tensor& x, const Tensor& t) {
+void check_like(const char* op, const char* arg, const char* ref_name, const Tensor& ref,
+                const Tensor& t) {
+  const std::string ref_s = std::string(ref_name) + "'s";
   if (!t.defined()) throw ArgError(op, arg, "must be a tensor", "None");
-  if (!same_device(x, t)) {
-    throw ArgError(op, arg, "must be on x's device (" + device_of(x) + ")", device_of(t));
+  if (!same_device(ref, t)) {
+    throw ArgError(op, arg, "must be on " + ref_s + " device (" + device_of(ref) + ")",
+                   device_of(t));
   }
-  if (t.scalar_type() != x.scalar_type()) {
-    const std::optional<DType> x_dtype = to_dtype(x.scalar_type());  // validated before
+  if (t.scalar_type() != ref.scalar_type()) {
+    const std::optional<DType> ref_dtype = to_dtype(ref.scalar_type());  // validated before
     throw ArgError(op, arg,
-                   std::string("must have x's dtype (") +
-                       (x_dtype ? dtype_name(*x_dtype) : dtype_of(x).c_str()) + ")",
+                   "must have " + ref_s + " dtype (" +
+                       (ref_dtype ? dtype_name(*ref_dtype) : dtype_of(ref).c_str()) + ")",
                    dtype_of(t));
   }
-  bool same_shape = t.dim() == x.dim();
-  for (int64_t d = 0; same_shape && d < x.dim(); ++d) same_shape = t.size(d) == x.size(d);
-  if (!same_shape) throw ArgError(op, arg, "must have x's shape " + shape_of(x), shape_of(t));
-}
-
-// Walks x and `other` together: the problem's row dimensions and both tensors' strides.
-void set_joint_rows(NormProblem& p, const char* op, const char* arg, const Tensor& x,
-                    const Tensor& other, RowStrides& other_strides) {
-  const auto sizes = x.sizes();
-  const auto x_strides = x.strides();
-  const auto o_strides = other.strides();
-  const int64_t* strides[2] = {x_strides.data(), o_strides.data()};
-  RowStrides joint[2];
-  std::string why;
-  const auto dims = joint_rows(sizes.data(), static_cast<int>(x.dim()), strides, 2, joint, &why);
-  if (!dims) {
-    throw ArgError(op, arg, "and x must be walkable together (" + why + ")",
-                   "strides " + strides_of(other) + " against x's " + strides_of(x));
+  bool same_shape = t.dim() == ref.dim();
+  for (int64_t d = 0; same_shape && d < ref.dim(); ++d) same_shape = t.size(d) == ref.size(d);
+  if (!same_shape) {
+    throw ArgError(op, arg, "must have " + ref_s + " shape " + shape_of(ref), shape_of(t));
   }
-  p.row_dims = *dims;
-  p.x_strides = joint[0];
-  other_strides = joint[1];
 }
-
-}  // namespace
 
 DType float_dtype_of(const Tensor& t) {
   const std::optional<DType> dtype = to_dtype(t.scalar_type());
@@ -159,7 +164,7 @@ NormProblem check_norm_inputs(NormOp op, const Tensor& x, const std::optional<Te
 
   if (residual != nullptr) {
     const Tensor& r = *residual;
-    check_like_x(name, "residual", x, r);
+    check_like(name, "residual", "x", x, r);
     const RowView res_rows = check_rows(name, "residual", r);
     const auto x_addr = reinterpret_cast<uintptr_t>(x.data_ptr());
     const auto r_addr = reinterpret_cast<uintptr_t>(r.data_ptr());
@@ -229,7 +234,7 @@ NormBackwardProblem check_norm_backward_inputs(const char* name, NormOp op, cons
                                                RowView* x_rows) {
   NormBackwardProblem bp;
   bp.rows = check_norm_inputs(op, x, weight, nullptr, 0.0, x_rows, name);
-  check_like_x(name, "dy", x, dy);
+  check_like(name, "dy", "x", x, dy);
   check_rows(name, "dy", dy);
   return bp;
 }
@@ -295,7 +300,7 @@ void set_backward_rows(const char* name, NormBackwardProblem& bp, const Tensor& 
 
 void check_out(NormProblem& p, const char* op, const Tensor& x, const RowView& x_rows,
                const Tensor& out) {
-  check_like_x(op, "out", x, out);
+  check_like(op, "out", "x", x, out);
   const RowView out_rows = check_rows(op, "out", out);
   if (rows_may_overlap(reinterpret_cast<uintptr_t>(x.data_ptr()), x_rows,
                        reinterpret_cast<uintptr_t>(out.data_ptr()), out_rows,

@@ -14,8 +14,29 @@ namespace oink {
 
 using torch::stable::Tensor;
 
-// "[4, 4096]": a tensor's shape as messages print it.
+// "[4, 4096]": a tensor's shape as messages print it; "(4096, 1)" its strides; "cuda:0" its
+// device; "BFloat16" its dtype.
 std::string shape_of(const Tensor& t);
+std::string strides_of(const Tensor& t);
+std::string device_of(const Tensor& t);
+std::string dtype_of(const Tensor& t);
+
+// The DType of a tensor of float16, bfloat16, float32 or float64; nullopt for any other dtype.
+std::optional<DType> to_dtype(torch::headeronly::ScalarType t);
+// What the ops say of a tensor of another dtype.
+extern const char* const kFloatDtypes;
+// float64 runs on the CPU only (gradcheck): raises for a float64 CUDA tensor.
+void check_float64_on_cpu(const char* op, const char* arg, DType dtype, const Tensor& t);
+
+bool same_device(const Tensor& a, const Tensor& b);
+
+// A tensor of rank >= 1 on the CPU or CUDA whose last dimension is contiguous and whose rows do
+// not overlap: its row view (core/rows.h).
+RowView check_rows(const char* op, const char* arg, const Tensor& t);
+
+// `t` has the dtype, device and shape of `ref` (named `ref_name` in messages).
+void check_like(const char* op, const char* arg, const char* ref_name, const Tensor& ref,
+                const Tensor& t);
 
 // The DType of a tensor whose dtype the checks accepted (float16, bfloat16, float32, float64).
 DType float_dtype_of(const Tensor& t);

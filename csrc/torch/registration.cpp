@@ -29,6 +29,35 @@ STABLE_TORCH_LIBRARY(oink, m) {
       "Tensor rstd) -> (Tensor, Tensor?, Tensor?)");
   // In place, vLLM semantics: residual <- x + residual; x <- rmsnorm(residual, weight, eps).
   m.def("fused_add_rms_norm(Tensor(a!) x, Tensor(b!) residual, Tensor? weight, float eps) -> ()");
+  // y = softmax(x) over the last dimension, float32 math with the row's max subtracted, rounded
+  // once; y has x's shape, and x's strides when x's rows have one row stride.
+  m.def("softmax(Tensor x) -> Tensor");
+  // dx = y * (dy - sum(dy * y)) over the last dimension (dy and y: one dtype, device, shape).
+  m.def("softmax_backward(Tensor dy, Tensor y) -> Tensor");
+  // Cross-entropy of logits [M, V] against int64 targets [M]: per row (loss, lse), float32
+  // (float64 for float64 logits). z = softcap * tanh(logits / softcap) where softcap > 0. loss is
+  // 0 on rows whose target is ignore_index and NaN on rows whose target is outside [0, V).
+  m.def(
+      "cross_entropy_forward(Tensor logits, Tensor target, int ignore_index, float "
+      "label_smoothing, float softcap) -> (Tensor, Tensor)");
+  // The same, also writing over the logits the gradient of sum(loss) * grad_scale (a one-element
+  // tensor) over the non-ignored rows, in the same pass.
+  m.def(
+      "cross_entropy_forward_backward_(Tensor(a!) logits, Tensor target, Tensor grad_scale, int "
+      "ignore_index, float label_smoothing, float softcap) -> (Tensor, Tensor)");
+  // dlogits of sum(loss * dloss) from the forward's lse: a new tensor, or over the logits (_).
+  m.def(
+      "cross_entropy_backward(Tensor dloss, Tensor logits, Tensor target, Tensor lse, int "
+      "ignore_index, float label_smoothing, float softcap) -> Tensor");
+  m.def(
+      "cross_entropy_backward_(Tensor dloss, Tensor(a!) logits, Tensor target, Tensor lse, int "
+      "ignore_index, float label_smoothing, float softcap) -> ()");
+  // The plan of a softmax or cross-entropy call on x, as one line (core/reduce_plan.h, describe).
+  m.def("explain_rows(str op, Tensor x) -> str");
+  // oink.linear_cross_entropy's chunking: (chunk_rows, chunks, description).
+  m.def(
+      "plan_linear_cross_entropy(int rows, int vocab, int hidden, int elem_bytes) -> (int, int, "
+      "str)");
   // The launch plan a call would use, as named fields (core/plan.h, plan_facts): the names of
   // the text, number and list fields, then the texts, the numbers and the two lists (oink.explain
   // makes a Plan of them).

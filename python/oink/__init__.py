@@ -46,6 +46,12 @@ def _load_failure(error: OSError) -> str:
 _load_extension()
 
 from oink import _autograd, _fake  # noqa: E402,F401  (register the guards and fake kernels)
+from oink._cross_entropy import (  # noqa: E402
+    cross_entropy,
+    explain_linear_cross_entropy,
+    linear_cross_entropy,
+)
+from oink._softmax import explain_rows, softmax, softmax_backward  # noqa: E402
 from oink.ops import (  # noqa: E402
     Plan,
     cuda_available,
@@ -65,14 +71,20 @@ __all__ = [
     "Plan",
     "__version__",
     "cuda_available",
+    "cross_entropy",
     "cuda_targets",
     "explain",
+    "explain_linear_cross_entropy",
+    "explain_rows",
     "fused_add_rms_norm",
     "layernorm",
     "layernorm_backward",
     "layernorm_forward",
+    "linear_cross_entropy",
     "rmsnorm",
     "rmsnorm_backward",
     "rmsnorm_forward",
     "set_pdl",
+    "softmax",
+    "softmax_backward",
 ]

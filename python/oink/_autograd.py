@@ -252,3 +252,32 @@ _LIBRARY.impl("rmsnorm_backward", _refuse_rmsnorm_backward, "Autograd", with_key
 _LIBRARY.impl("fused_add_rms_norm", _fused_add_rms_norm, "Autograd", with_keyset=True)
 _LIBRARY.impl("layernorm", _layernorm, "Autograd", with_keyset=True)
 _LIBRARY.impl("layernorm_backward", _refuse_layernorm_backward, "Autograd", with_keyset=True)
+
+
+# --- softmax and cross-entropy: their building blocks have no formula of their own ----------
+# (oink.softmax differentiates through oink::softmax's formula, python/oink/softmax.py;
+# oink.cross_entropy and oink.linear_cross_entropy are autograd Functions over these ops,
+# python/oink/cross_entropy.py, which call them with grad mode off).
+
+
+def _refusing(op, arg_names, why):
+    overload = getattr(torch.ops.oink, op).default
+
+    def guard(keyset, *args):
+        names = _needing_grad(zip(arg_names, args, strict=False))
+        if names:
+            _refuse(op, names, why)
+        return overload.redispatch(keyset & _BELOW_AUTOGRAD, *args)
+
+    _LIBRARY.impl(op, guard, "Autograd", with_keyset=True)
+
+
+_refusing("softmax_backward", ("dy", "y"), "oink has no double-backward")
+_refusing("cross_entropy_forward", ("logits",), "it returns per-row values; use oink.cross_entropy")
+_refusing(
+    "cross_entropy_forward_backward_",
+    ("logits",),
+    "it overwrites the logits with their gradient; use oink.cross_entropy",
+)
+_refusing("cross_entropy_backward", ("dloss", "logits"), "oink has no double-backward")
+_refusing("cross_entropy_backward_", ("dloss", "logits"), "oink has no double-backward")

@@ -80,3 +80,44 @@ def _layernorm_backward_fake(dy, x, weight, bias, mean, rstd):
         None if weight is None else torch.empty_like(weight),
         None if bias is None else torch.empty_like(bias),
     )
+
+
+@torch.library.register_fake("oink::softmax")
+def _softmax_fake(x):
+    return rmsnorm_output(x)
+
+
+@torch.library.register_fake("oink::softmax_backward")
+def _softmax_backward_fake(dy, y):
+    _on_x_device("softmax_backward", y, dy=dy)
+    return rmsnorm_output(y)
+
+
+@torch.library.register_fake("oink::cross_entropy_forward")
+def _cross_entropy_forward_fake(logits, target, ignore_index, label_smoothing, softcap):
+    _on_x_device("cross_entropy_forward", logits, target=target)
+    return _per_row(logits), _per_row(logits)
+
+
+@torch.library.register_fake("oink::cross_entropy_forward_backward_")
+def _cross_entropy_forward_backward_fake(
+    logits, target, grad_scale, ignore_index, label_smoothing, softcap
+):
+    _on_x_device("cross_entropy_forward_backward_", logits, target=target, grad_scale=grad_scale)
+    return _per_row(logits), _per_row(logits)
+
+
+@torch.library.register_fake("oink::cross_entropy_backward")
+def _cross_entropy_backward_fake(
+    dloss, logits, target, lse, ignore_index, label_smoothing, softcap
+):
+    _on_x_device("cross_entropy_backward", logits, dloss=dloss, target=target, lse=lse)
+    return rmsnorm_output(logits)
+
+
+@torch.library.register_fake("oink::cross_entropy_backward_")
+def _cross_entropy_backward_inplace_fake(
+    dloss, logits, target, lse, ignore_index, label_smoothing, softcap
+):
+    _on_x_device("cross_entropy_backward_", logits, dloss=dloss, target=target, lse=lse)
+    return None

@@ -1,13 +1,15 @@
-"""The bench's CPU-runnable parts: argument parsing, peer discovery without peers, the float64
-gate, and the report rendered from a small results file."""
+"""The bench's CPU-runnable parts: argument parsing, the suites' shapes, peer discovery without
+peers, the float64 references and gate, the new suites run on the CPU, and the report rendered
+from a small results file."""
 
 import math
 
 import pytest
 import torch
 
+import oink
 from oink.bench import __main__ as cli
-from oink.bench import providers, references, report
+from oink.bench import cases, providers, references, report
 
 
 def test_run_is_the_default_command_and_bad_suites_are_refused():
@@ -71,3 +73,93 @@ def test_report_renders_tables_and_speedups(tmp_path):
     report.render(doc, tmp_path, with_plots=False)
     md = (tmp_path / "results.md").read_text()
     assert "3.0 (50%) ×1.50" in md and "liger: too long" in md and "n/a" in md
+
+
+NEW_SUITES = ["softmax", "cross_entropy", "linear_cross_entropy"]
+
+
+def test_new_suites_keep_their_shapes_within_the_memory_caps():
+    assert cli.parse_args(["--suite", ",".join(NEW_SUITES)]).suites == NEW_SUITES
+    full = {p.suite: p for p in cases.parts(NEW_SUITES, "cuda", False, "bf16")}
+    assert all(n * m <= 1 << 31 for n, m in full["softmax"].shapes)
+    assert (262144, 8192) in full["softmax"].shapes and (262144, 32768) not in full[
+        "softmax"
+    ].shapes
+    assert (128256, 65536) in full["cross_entropy"].shapes
+    assert (256000, 65536) not in full["cross_entropy"].shapes
+    lce = full["linear_cross_entropy"]
+    assert lce.variant == "bf16-h4096" and cases.hidden_size(lce.variant) == 4096
+    assert lce.cases == ("linear_cross_entropy",) and len(lce.shapes) == 4
+    for part in cases.parts(NEW_SUITES, "cuda", True, "bf16"):
+        assert 0 < len(part.shapes) < len(full[part.suite].shapes)
+        assert set(part.shapes) <= set(full[part.suite].shapes)
+
+
+def _inputs(case, n=96, m=40, variant="fp32-h24"):
+    g = torch.Generator().manual_seed(2)
+    ins = cases.make_set(case, n, m, variant, "cpu", g)
+    return ins, cases.make_params(case, n, variant, "cpu", g)
+
+
+@pytest.mark.parametrize("case", [*providers.SOFTMAX, "cross_entropy", "linear_cross_entropy"])
+def test_new_references_match_float64_autograd(case):
+    ins, params = _inputs(case)
+    ref = references.reference(case, ins, params)
+    if case == "softmax backward":
+        x = torch.randn(40, 96, dtype=torch.float64, requires_grad=True)
+        dy, y = ins[0].double(), torch.softmax(x, -1)
+        ins, ref = [ins[0], y.detach()], references.reference(case, [dy, y.detach()], [])
+        expect = torch.autograd.grad(y, x, dy)
+    elif case == "softmax forward":
+        expect = (torch.softmax(ins[0].double(), -1),)
+    else:
+        leaves = [t.double().requires_grad_() for t in (ins[0], *params)]
+        z = leaves[0] @ leaves[1].T if params else leaves[0]
+        loss = torch.nn.functional.cross_entropy(z, ins[1])
+        expect = (loss, *torch.autograd.grad(loss, leaves))
+    assert len(ref) == len(expect)
+    for r, e in zip(ref, expect, strict=True):
+        torch.testing.assert_close(r, e)
+
+
+def test_the_lce_gate_floor_admits_logits_rounded_to_x_dtype_only():
+    ins, params = _inputs("linear_cross_entropy", variant="bf16-h24")
+    ref = references.reference("linear_cross_entropy", ins, params)
+    loss = ref[0].float() * (1 + 1e-3)  # a float32 loss off by ~2^-10
+    outs = (loss, ref[1].bfloat16(), ref[2].bfloat16())
+    assert references.gate(outs, ref)[1] is not None
+    assert references.gate(outs, ref, torch.bfloat16)[1] is None
+
+
+def _run(suites, have):
+    from tqdm import tqdm
+
+    records = []
+    with tqdm(disable=True) as progress:
+        for part in cases.parts(suites, "cpu", True, "bf16"):
+            records += cases.measure_part(part, have, "cpu", 1 << 20, 1.0, progress)
+    return records
+
+
+def test_new_suites_run_on_the_cpu_with_torch():
+    records = _run(NEW_SUITES, {"torch_eager": providers.torch_eager()})
+    ops = {r["op"] for r in records}
+    assert ops == {*providers.SOFTMAX, "cross_entropy", "linear_cross_entropy"}
+    assert all(r["status"] == "ok" and r["median_us"] > 0 for r in records), records
+
+
+@pytest.mark.skipif(not hasattr(oink, "softmax"), reason="oink has no softmax yet")
+def test_oinks_new_ops_pass_the_gate_on_the_cpu():
+    records = _run(NEW_SUITES, {"oink": providers.oink_provider()})
+    assert records and all(r["status"] == "ok" for r in records), records
+
+
+def test_report_shows_peak_memory_where_measured(tmp_path):
+    base = {"suite": "linear_cross_entropy", "variant": "bf16-h4096", "op": "linear_cross_entropy",
+            "N": 128256, "M": 4096, "regime": "hbm", "status": "ok", "min_us": 1.0,
+            "max_us": 1.0, "GBps": 1.0, "pct_copy": 1.0}  # fmt: skip
+    recs = [{**base, "provider": p, "median_us": t, "peak_MiB": mib}
+            for p, t, mib in (("oink", 10.0, 512.0), ("torch_eager", 20.0, 9000.0))]  # fmt: skip
+    report.save(tmp_path / "results.json", {"device": "cuda", "torch": "x"}, 100.0, recs)
+    md = report.markdown(report.load(tmp_path / "results.json"))
+    assert "oink peak MiB" in md and "torch_eager peak MiB" in md and "9000 |" in md

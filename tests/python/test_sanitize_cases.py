@@ -16,7 +16,7 @@ sanitize_cases = importlib.import_module("sanitize_cases")
 
 @pytest.fixture
 def recorded(monkeypatch):
-    calls = {"check": [], "training": [], "layernorm": [], "views": []}
+    calls = {"check": [], "training": [], "layernorm": [], "views": [], "rows": []}
 
     def record(kind):
         def fn(*args, **kwargs):
@@ -29,6 +29,7 @@ def recorded(monkeypatch):
     monkeypatch.setattr(sanitize_cases, "check_training", record("training"))
     monkeypatch.setattr(sanitize_cases, "check_layernorm", record("layernorm"))
     monkeypatch.setattr(sanitize_cases, "check_views", record("views"))
+    monkeypatch.setattr(sanitize_cases, "check_rows", record("rows"))
     monkeypatch.setattr(sanitize_cases, "schedule_test_rows", lambda n, dtype: 531)
     monkeypatch.setattr(sanitize_cases.oink, "set_pdl", lambda on: True)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
@@ -66,3 +67,12 @@ def test_a_failed_case_is_named_and_fails_the_run(recorded, monkeypatch, capsys)
     assert sanitize_cases.main(["--ops", "long", "--pdl", "on", "--dtypes", "sizes"]) == 1
     failed = [line for line in capsys.readouterr().out.splitlines() if "1 failed" in line]
     assert failed and all("N=131072" in line for line in failed)
+
+
+def test_rows_runs_softmax_and_cross_entropy_alone(recorded):
+    assert sanitize_cases.main(["--ops", "rows", "--dtypes", "sizes"]) == 0
+    assert [args[0] for args in recorded["rows"]] == [torch.bfloat16, torch.float32]
+    assert not (recorded["check"] or recorded["training"] or recorded["views"])
+    recorded["rows"].clear()
+    sanitize_cases.main(["--ops", "training", "--dtypes", "sizes"])
+    assert recorded["rows"] == []

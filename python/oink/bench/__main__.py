@@ -8,7 +8,8 @@ import argparse
 import sys
 from pathlib import Path
 
-SUITE_NAMES = ("decode", "mid", "large", "large_n", "variants", "training")
+SUITE_NAMES = ("decode", "mid", "large", "large_n", "variants", "training", "softmax",
+               "cross_entropy", "linear_cross_entropy")  # fmt: skip
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -17,9 +18,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         argv.insert(0, "run")
     ap = argparse.ArgumentParser(
         prog="oink-bench",
-        description="oink's norms against PyTorch (eager, torch.compile) and the installed peers "
-        "(Quack, Liger, FlashInfer, vLLM): a float64 correctness gate, CUDA-graph device time, "
-        "% of the copy ceiling. Without a GPU: oink's CPU kernels on small shapes.",
+        description="oink's norms, softmax and cross-entropy against PyTorch (eager, "
+        "torch.compile) and the installed peers (Quack, Liger, FlashInfer, vLLM): a float64 "
+        "correctness gate, CUDA-graph device time, % of the copy ceiling. Without a GPU: oink's "
+        "CPU kernels on small shapes.",
     )
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="measure (the default command)")
@@ -32,7 +34,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--dtype",
         default="bf16",
         choices=["bf16", "fp16", "fp32"],
-        help="x's dtype outside the variants suite (default bf16)",
+        help="x's (the logits', the hidden states') dtype outside the variants suite "
+        "(default bf16)",
     )
     run.add_argument("--providers", help="comma list (default: everything found; oink always)")
     run.add_argument("--quick", action="store_true", help="a few shapes per suite")

@@ -2,7 +2,10 @@
 
 Inference suites (rmsnorm and the fused add): decode (regimes hbm and l2), mid, large, large_n
 (long rows), variants (fp16, a float32 weight, padded rows); training: the forward and backward
-passes of RMSNorm and LayerNorm at Quack's shapes and DeepSeek-V3's hidden size."""
+passes of RMSNorm and LayerNorm at Quack's shapes and DeepSeek-V3's hidden size; softmax (its
+forward and backward at Quack's shapes); cross_entropy (one step, loss and backward, at Llama's,
+Qwen's and Gemma's vocabularies: N is V); linear_cross_entropy (one step from the hidden states,
+Llama-3-8B's and Qwen3's LM head: hidden size 4096; timed eagerly, with its peak memory)."""
 
 from __future__ import annotations
 
@@ -24,7 +27,14 @@ SUITES = {  # name: (N list, M list)
     "large_n": ([16384, 32768, 65536, 131072, 262144], [1, 16, 256, 1024, 4096]),
     "variants": ([7168, 8192], [1, 256, 4096, 16384]),
     "training": ([4096, 7168], [4096, 8192, 16384, 32768, 65536, 131072, 524288]),
+    "softmax": ([1024, 4096, 16384, 65536, 262144], [8192, 32768, 131072, 524288]),
+    "cross_entropy": ([32000, 128256, 151936, 256000], [1024, 4096, 16384, 65536]),
+    "linear_cross_entropy": ([128256, 151936], [4096, 16384]),
 }
+MAX_BYTES = {"softmax": 4 << 30, "cross_entropy": 16 << 30}  # of x (the logits) per shape
+QUICK_OF = {"softmax": ([4096, 65536], [32768]), "cross_entropy": ([32000, 128256], [4096]),
+            "linear_cross_entropy": ([128256], [4096])}  # fmt: skip
+HIDDEN = {"cuda": 4096, "cpu": 64}  # linear_cross_entropy's hidden size
 VARIANTS = ("fp16", "bf16-w32", "bf16-pad64")  # the variants suite's (bf16 elsewhere)
 QUICK = ([4096, 8192], [1, 256, 16384])
 CPU = ([1024, 4096], [1, 64])
@@ -40,7 +50,7 @@ class Part:
 
     @property
     def cases(self) -> tuple[str, ...]:
-        return providers.TRAINING if self.suite == "training" else providers.INFERENCE
+        return providers.SUITE_CASES.get(self.suite, providers.INFERENCE)
 
 
 def parts(suites: list[str], device: str, quick: bool, dtype: str) -> list[Part]:
@@ -50,11 +60,15 @@ def parts(suites: list[str], device: str, quick: bool, dtype: str) -> list[Part]
         if device != "cuda":
             ns, ms = CPU
         elif quick:
-            ns, ms = [n for n in ns if n in QUICK[0]] or ns[:1], QUICK[1]
-        shapes = [(n, m) for n in ns for m in ms]
+            ns, ms = QUICK_OF.get(suite) or ([n for n in ns if n in QUICK[0]] or ns[:1], QUICK[1])
+        cap = MAX_BYTES.get(suite, 1 << 62) // DTYPES[dtype].itemsize
+        shapes = [(n, m) for n in ns for m in ms if n * m <= cap]
         if suite == "training" and device == "cuda" and not quick:  # Quack's and DeepSeek-V3's
             shapes = [(4096, m) for m in (8192, 32768, 131072, 524288)]
             shapes += [(7168, m) for m in (4096, 16384, 65536)]
+        if suite == "linear_cross_entropy":
+            out.append(Part(suite, f"{dtype}-h{HIDDEN[device]}", shapes))
+            continue
         for variant in VARIANTS if suite == "variants" else (dtype,):
             out.append(Part(suite, variant, shapes))
     return out
@@ -68,14 +82,24 @@ def parse_variant(variant: str) -> tuple[torch.dtype, torch.dtype, int]:
     return dtype, wdtype, pad
 
 
+def hidden_size(variant: str) -> int:
+    """linear_cross_entropy's hidden size, from its variant (bf16-h4096)."""
+    return int(variant.split("-h")[1])
+
+
 def make_set(case: str, n: int, m: int, variant: str, device: str, gen) -> list[torch.Tensor]:
     """One buffer set: the per-call inputs (rows of stride N + pad for the inference ops)."""
     dtype, _, pad = parse_variant(variant)
 
-    def rows() -> torch.Tensor:
+    def rows(n=n) -> torch.Tensor:
         t = torch.randn(m, n + pad, generator=gen, dtype=torch.float32).to(device, dtype)
         return t[:, :n]
 
+    if case in references.LOSSES:  # x (the logits or hidden states), the target
+        x = rows() if case == "cross_entropy" else rows(hidden_size(variant))
+        return [x, torch.randint(n, (m,), generator=gen).to(device)]
+    if case.startswith("softmax"):
+        return [rows()] if case == "softmax forward" else [rows(), torch.softmax(rows(), -1)]
     if case in providers.INFERENCE:
         return [rows(), rows()] if case == "fused_add_rms_norm" else [rows()]
     x, dy = rows(), rows()
@@ -90,7 +114,12 @@ def make_set(case: str, n: int, m: int, variant: str, device: str, gen) -> list[
 
 
 def make_params(case: str, n: int, variant: str, device: str, gen) -> list[torch.Tensor]:
-    _, wdtype, _ = parse_variant(variant)
+    dtype, wdtype, _ = parse_variant(variant)
+    if case == "linear_cross_entropy":  # the LM head [V, H], scaled so that the logits are ~1
+        h = hidden_size(variant)
+        return [(torch.randn(n, h, generator=gen) / h**0.5).to(device, dtype)]
+    if case.startswith(("softmax", "cross")):
+        return []
     if case.startswith("layernorm"):  # mixed-precision training's parameters: float32
         return [torch.randn(n, generator=gen).to(device) for _ in range(2)]
     return [(1 + 0.1 * torch.randn(n, generator=gen)).to(device, wdtype)]
@@ -100,8 +129,9 @@ def model_bytes(case: str, n: int, m: int, variant: str) -> int:
     """The least each pass must move (GB/s and % of the copy ceiling are taken from this)."""
     dtype, wdtype, _ = parse_variant(variant)
     rows, e, we = m * n * dtype.itemsize, dtype.itemsize, wdtype.itemsize
-    del e
     stats = 4 * m * (2 if case.startswith("layernorm") else 1)
+    if case == "linear_cross_entropy":  # hidden and weight read, their gradients written
+        return 2 * (m + n) * hidden_size(variant) * e
     return {
         "rmsnorm": 2 * rows + n * we,
         "fused_add_rms_norm": 4 * rows + n * we,
@@ -109,6 +139,9 @@ def model_bytes(case: str, n: int, m: int, variant: str) -> int:
         "rmsnorm backward": 3 * rows + stats + 2 * n * we,
         "layernorm forward": 2 * rows + stats + 8 * n,
         "layernorm backward": 3 * rows + stats + 4 * n + 8 * n,
+        "softmax forward": 2 * rows,
+        "softmax backward": 3 * rows,
+        "cross_entropy": 2 * rows,  # the logits read once, dlogits written
     }[case]
 
 
@@ -162,8 +195,9 @@ def measure_part(
             progress.set_postfix_str(f"{part.suite} {part.variant} {case} N={n} M={m}")
             params = make_params(case, n, part.variant, device, gen)
             first = make_set(case, n, m, part.variant, device, gen)
-            ref = references.reference(case, first, params)
-            pristine = [t.clone() for t in first]  # the gate's inputs (in-place ops time on sets)
+            gate_m = references.GATE_ROWS if case in references.LOSSES else m
+            pristine = [t[:gate_m].clone() for t in first]  # the gate's (in-place ops time on sets)
+            ref = references.reference(case, pristine, params)
             set_bytes = sum(t.untyped_storage().nbytes() for t in first) * 2  # inputs, outputs
             # On the CPU a few sets: its timings are for orientation, and building sets costs time.
             max_sets = 4096 if device == "cuda" else 8
@@ -175,9 +209,15 @@ def measure_part(
                 for _ in range(max(regimes.values()) - 1)
             ]
             nbytes = model_bytes(case, n, m, part.variant)
+            # linear_cross_entropy: milliseconds a step, timed eagerly; its logits are rounded to
+            # x's dtype outside a fused op, so its outputs are gated at that precision.
+            lce = case == "linear_cross_entropy"
+            how = {"eager": lce, "floor": first[0].dtype if lce else torch.float32}
             for name, provider in have.items():
                 base = {"suite": part.suite, "variant": part.variant, "op": case, "N": n, "M": m}
-                rows = _measure(provider.get(case), pristine, sets, params, ref, regimes, device)
+                how["fall_back"] = not name.startswith("oink")  # oink's steps must be capturable
+                fn = provider.get(case)
+                rows = _measure(fn, pristine, sets, params, ref, regimes, device, **how)
                 for row in rows:
                     if "median_us" in row:
                         row["GBps"] = nbytes / (row["median_us"] * 1e3)
@@ -188,22 +228,43 @@ def measure_part(
     return records
 
 
-def _measure(fn, pristine, sets, params, ref, regimes: dict, device: str) -> list[dict]:
+def _measure(fn, pristine, sets, params, ref, regimes: dict, device: str, **how) -> list[dict]:
     if fn is None:
         return [{"regime": r, "status": "n/a", "note": "no such case"} for r in regimes]
     try:
-        err, why = references.gate(fn(*[t.clone() for t in pristine], *params), ref)
+        out = fn(*[t.clone() for t in pristine], *params)
+        err, why = references.gate(out, ref, how.get("floor", torch.float32))
         if why:
             return [{"regime": r, "status": "failed", "rel_l2": err, "note": why} for r in regimes]
-        out = []
+        del out
+
+        def call(i: int, fn=fn):
+            return fn(*sets[i], *params)
+
+        extra = {}
+        if device == "cuda" and how.get("eager"):
+            extra["peak_MiB"] = measure.peak_bytes(call) / 2**20
+        rows = []
         for regime, n_sets in regimes.items():
-
-            def call(i: int, fn=fn):
-                return fn(*sets[i], *params)
-
-            clock = measure.cuda_graph_time if device == "cuda" else measure.cpu_time
-            out.append({"regime": regime, "status": "ok", "rel_l2": err, **clock(call, n_sets)})
-        return out
+            row = {"regime": regime, "status": "ok", "rel_l2": err, **extra}
+            rows.append(row | _clock(call, n_sets, device, **how))
+        return rows
     except Exception as e:  # reported in the results, never fatal
         note = providers.first_line(e)
         return [{"regime": r, "status": "error", "note": note} for r in regimes]
+
+
+def _clock(call, n_sets: int, device: str, eager=False, fall_back=False, **_) -> dict:
+    """CUDA-graph time; eager event time where asked, or where a peer's step cannot be captured
+    (a host sync: the note says so)."""
+    if device != "cuda":
+        return measure.cpu_time(call, n_sets)
+    if eager:
+        return measure.event_time(call, n_sets)
+    try:
+        return measure.cuda_graph_time(call, n_sets)
+    except RuntimeError as e:
+        if not fall_back:
+            raise
+        note = f"timed eagerly, not capturable ({providers.first_line(e, 80)})"
+        return {**measure.event_time(call, n_sets), "note": note}

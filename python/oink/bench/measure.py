@@ -3,6 +3,8 @@ outputs; the outputs of one rotation are kept alive so that each call in a graph
 
 GPU: one CUDA graph of >= 20 calls cycling over the sets, replayed >= 10 times between CUDA
 events; per-call time = median over the replays, the fastest and slowest replay as the spread.
+Steps a graph cannot hold (a host sync) or that run for milliseconds: eager calls between CUDA
+events (event_time), the peak memory of one step beside (peak_bytes).
 CPU: torch.utils.benchmark's blocked_autorange (median and interquartile range)."""
 
 from __future__ import annotations
@@ -52,6 +54,33 @@ def cuda_graph_time(call: Call, n_sets: int, replays: int = REPLAYS) -> dict:
     us = sorted(s.elapsed_time(e) * 1e3 / calls for s, e in events)
     del graph
     return {"median_us": statistics.median(us), "min_us": us[0], "max_us": us[-1]}
+
+
+def event_time(call: Call, n_sets: int, replays: int = REPLAYS) -> dict:
+    calls = max(n_sets, 3)
+    for i in range(calls):  # warm-up
+        call(i % n_sets)
+    us = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(True), torch.cuda.Event(True)
+        start.record()
+        for i in range(calls):
+            call(i % n_sets)
+        end.record()
+        end.synchronize()
+        us.append(start.elapsed_time(end) * 1e3 / calls)
+    us.sort()
+    return {"median_us": statistics.median(us), "min_us": us[0], "max_us": us[-1]}
+
+
+def peak_bytes(call: Call) -> int:
+    """torch.cuda.max_memory_allocated over one call, less what was allocated before it."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    call(0)
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
 
 
 def cpu_time(call: Call, n_sets: int, min_run_time: float = 0.05) -> dict:

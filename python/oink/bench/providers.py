@@ -8,6 +8,11 @@ A provider is {case: fn}. Argument order per case (weights and biases last, outp
   rmsnorm backward    (dy, x, rstd, w) -> (dx, dweight)
   layernorm forward   (x, w, b) -> (y, mean, rstd)
   layernorm backward  (dy, x, mean, rstd, w, b) -> (dx, dweight, dbias)
+  softmax forward     (x) -> (y,)
+  softmax backward    (dy, y) -> (dx,)
+  cross_entropy       (logits, target) -> (loss, dlogits)   (one step: the mean loss and its
+                      gradient; may write dlogits over the logits)
+  linear_cross_entropy  (hidden, target, weight) -> (loss, dhidden, dweight)   (one step)
 
 Peers come from their installed packages (`pip install quack-kernels liger-kernel
 flashinfer-python`, vLLM when present). A peer that is absent or lacks a case is reported with
@@ -21,11 +26,15 @@ import importlib
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
 from oink.bench.references import EPS
 
 INFERENCE = ("rmsnorm", "fused_add_rms_norm")
 TRAINING = ("rmsnorm forward", "rmsnorm backward", "layernorm forward", "layernorm backward")
+SOFTMAX = ("softmax forward", "softmax backward")
+SUITE_CASES = {"training": TRAINING, "softmax": SOFTMAX, "cross_entropy": ("cross_entropy",),
+               "linear_cross_entropy": ("linear_cross_entropy",)}  # fmt: skip
 PEERS = ("quack", "liger", "flashinfer", "vllm")
 Provider = dict[str, Callable]
 EXTRA_PEERS: dict[str, Provider] = {}
@@ -68,6 +77,29 @@ def ln_backward_formula(dy, x, mean, rstd, w, b):
     return dx.to(x.dtype), (dyf * xhat).sum(0).to(w.dtype), dyf.sum(0).to(b.dtype)
 
 
+def softmax_backward_formula(dy, y):
+    dyf, yf = dy.float(), y.float()
+    return ((yf * (dyf - (dyf * yf).sum(-1, keepdim=True))).to(y.dtype),)
+
+
+# The losses as training code writes them (the logits in float32, as Hugging Face's models do).
+LOSSES = {
+    "cross_entropy": lambda x, target: F.cross_entropy(x.float(), target),
+    "linear_cross_entropy": lambda h, target, w: F.cross_entropy(F.linear(h, w).float(), target),
+}
+
+
+def grad_step(loss_fn):
+    """(x, target, *params) -> (loss, dx, *dparams): the loss and its backward pass, one step."""
+
+    def step(x, target, *params):
+        leaves = [t.detach().requires_grad_() for t in (x, *params)]
+        loss = loss_fn(leaves[0], target, *leaves[1:])
+        return (loss.detach(), *torch.autograd.grad(loss, leaves))
+
+    return step
+
+
 FORMULAS = {
     "rmsnorm": lambda x, w: rms_formula(x, w)[:1],
     "fused_add_rms_norm": fused_formula,
@@ -75,6 +107,8 @@ FORMULAS = {
     "rmsnorm backward": rms_backward_formula,
     "layernorm forward": ln_formula,
     "layernorm backward": ln_backward_formula,
+    "softmax forward": lambda x: (torch.softmax(x.float(), -1).to(x.dtype),),
+    "softmax backward": softmax_backward_formula,
 }
 
 
@@ -117,6 +151,9 @@ def torch_eager() -> Provider:
             x, [x.shape[-1]], as_x(w, x.dtype), as_x(b, x.dtype), EPS
         ),
         "layernorm backward": ln_backward,
+        "softmax forward": lambda x: (torch.softmax(x, -1),),
+        "softmax backward": lambda dy, y: (torch._softmax_backward_data(dy, y, -1, y.dtype),),
+        **{case: grad_step(fn) for case, fn in LOSSES.items()},
     }
 
 
@@ -125,7 +162,8 @@ def torch_compile() -> Provider:
     for name in ("recompile_limit", "cache_size_limit"):  # many shapes: never fall back to eager
         if hasattr(torch._dynamo.config, name):
             setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 64))
-    return {case: torch.compile(fn, dynamic=True) for case, fn in FORMULAS.items()}
+    out = {case: torch.compile(fn, dynamic=True) for case, fn in FORMULAS.items()}
+    return out | {c: grad_step(torch.compile(fn, dynamic=True)) for c, fn in LOSSES.items()}
 
 
 def oink_provider(pdl: bool | None = None) -> Provider:
@@ -146,6 +184,10 @@ def oink_provider(pdl: bool | None = None) -> Provider:
         "layernorm backward": lambda dy, x, mean, rstd, w, b: oink.layernorm_backward(
             dy, x, w, b, mean, rstd
         ),
+        "softmax forward": lambda x: (oink.softmax(x),),
+        "softmax backward": lambda dy, y: (oink.softmax_backward(dy, y),),
+        "cross_entropy": grad_step(lambda x, t: oink.cross_entropy(x, t, inplace_backward=True)),
+        "linear_cross_entropy": grad_step(lambda h, t, w: oink.linear_cross_entropy(h, w, t)),
     }
     if pdl is None:
         return cases
@@ -166,6 +208,12 @@ def oink_provider(pdl: bool | None = None) -> Provider:
 # --- the peers, as installed -----------------------------------------------------------------
 
 
+def late(module: str, package: str = "liger_kernel"):
+    """A module imported at the first call: a release without it fails that case, with the
+    reason, and keeps the others."""
+    return importlib.import_module(f"{package}.{module}")
+
+
 def quack() -> Provider:
     q = importlib.import_module("quack.rmsnorm")  # the module (quack.rmsnorm is also a function)
 
@@ -184,6 +232,11 @@ def quack() -> Provider:
         "layernorm backward": lambda dy, x, mean, rstd, w, b: q.layernorm_bwd(
             x, w, dy, rstd, mean, has_bias=True
         ),
+        "softmax forward": lambda x: (late("softmax", "quack").softmax_fwd(x),),
+        "softmax backward": lambda dy, y: (late("softmax", "quack").softmax_bwd(dy, y),),
+        "cross_entropy": grad_step(
+            lambda x, t: late("cross_entropy", "quack").cross_entropy(x, t, inplace_backward=True)
+        ),
     }
 
 
@@ -194,12 +247,13 @@ def liger() -> Provider:
     from liger_kernel.ops.utils import calculate_settings
 
     mode = _str_to_casting_mode["llama"]  # rstd in float32, as oink's
+    lf = "transformers.functional"
 
     def rms_backward(dy, x, rstd, w):
         block, warps = calculate_settings(x.shape[-1])
         return rms_norm_backward(dy, x, w, rstd, 0.0, mode, block, warps, False, None)
 
-    return {
+    cases = {
         "rmsnorm": lambda x, w: rms_norm_forward(x, w, EPS, 0.0, "llama", None)[:1],
         "fused_add_rms_norm": lambda x, r, w: tuple(fused(x, r, w, EPS, 0.0, "llama")[:2]),
         "rmsnorm forward": lambda x, w: (lambda o: (o[0], o[2]))(
@@ -212,7 +266,20 @@ def liger() -> Provider:
         "layernorm backward": lambda dy, x, mean, rstd, w, b: layer_norm_backward(
             dy, x, w, b, mean, rstd
         ),
+        "softmax forward": lambda x: (late("ops.softmax")._softmax_forward(x)[0],),
+        "cross_entropy": grad_step(lambda x, t: late(lf).liger_cross_entropy(x, t)),
+        "linear_cross_entropy": grad_step(
+            lambda h, t, w: late(lf).liger_fused_linear_cross_entropy(h, w, t)
+        ),
     }
+    settings: dict = {}  # the softmax backward's launch settings, from a one-row forward per N
+
+    def sm_backward(dy, y):
+        sm = late("ops.softmax")
+        settings[y.shape[-1]] = settings.get(y.shape[-1]) or sm._softmax_forward(y[:1])[1:]
+        return (sm._softmax_backward(dy, y, *settings[y.shape[-1]]),)
+
+    return cases | {"softmax backward": sm_backward}
 
 
 def flashinfer() -> Provider:

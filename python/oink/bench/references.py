@@ -1,22 +1,26 @@
 """Float64 references of every benchmarked pass and the correctness gate that runs before any
 timing. References are computed a block of rows at a time so that the largest batches (512K
-rows) never need their whole float64 copy."""
+rows) never need their whole float64 copy; the losses (means over the rows) in one block, on the
+first GATE_ROWS rows."""
 
 from __future__ import annotations
 
 import torch
 
 EPS = 1e-6
-BLOCK_ROWS = 8192
+BLOCK_ELEMENTS = 1 << 26  # float64 elements per block of rows
+LOSSES = ("cross_entropy", "linear_cross_entropy")
+GATE_ROWS = 1024  # the losses' gate runs on this many rows (their reference has no row blocks)
 
 
 def unit_roundoff(dtype: torch.dtype) -> float:
     return {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}[dtype]
 
 
-def rel_l2_bound(dtype: torch.dtype) -> float:
-    """The gate: 4 units of roundoff for 16-bit outputs; float32 at 1e-5 (reduction order)."""
-    return 1e-5 if dtype == torch.float32 else 4 * unit_roundoff(dtype)
+def rel_l2_bound(dtype: torch.dtype, floor: torch.dtype = torch.float32) -> float:
+    """The gate: 4 units of roundoff for 16-bit outputs; float32 at 1e-5 (reduction order); at
+    least floor's (linear_cross_entropy: x's dtype, the logits' precision outside a fused op)."""
+    return max(1e-5 if d == torch.float32 else 4 * unit_roundoff(d) for d in (dtype, floor))
 
 
 def _rms64(x, w):
@@ -44,6 +48,18 @@ def _block(case: str, t: list[torch.Tensor]) -> tuple:
         g = dy * w
         c = (g * x).sum(-1, keepdim=True) * r.pow(3) / x.shape[-1]
         return r * g - c * x, (dy * x * r).sum(0)
+    if case == "softmax forward":
+        return (torch.softmax(t[0], -1),)
+    if case == "softmax backward":
+        dy, y = t
+        return (y * (dy - (dy * y).sum(-1, keepdim=True)),)
+    if case in LOSSES:  # the mean over the rows and its gradients
+        x, target, *w = t
+        z = x @ w[0].T if w else x
+        dz = torch.softmax(z, -1).scatter_add_(-1, target[:, None], z.new_full((len(x), 1), -1.0))
+        dz /= len(x)
+        loss = (z.logsumexp(-1) - z.gather(-1, target[:, None])[:, 0]).mean()
+        return (loss, dz @ w[0], dz.T @ x) if w else (loss, dz)
     if case == "layernorm forward":
         x, w, b = t
         mean, rstd = _ln_stats64(x)
@@ -62,12 +78,14 @@ COLUMN_SUMS = {"rmsnorm backward": {1}, "layernorm backward": {1, 2}}
 
 def reference(case: str, inputs: list[torch.Tensor], params: list[torch.Tensor]) -> tuple:
     """The case's outputs in float64 (on the inputs' device), from the exact statistics."""
-    m = inputs[0].shape[0]
-    sums = COLUMN_SUMS.get(case, set())
+    (m, n), sums = inputs[0].shape, COLUMN_SUMS.get(case, set())
+    as64 = [p.double() for p in params]
+    if case in LOSSES:  # the target: int64
+        return _block(case, [t.double() if t.is_floating_point() else t for t in inputs] + as64)
     outs: list = []
-    for start in range(0, max(m, 1), BLOCK_ROWS):
-        rows = [t[start : start + BLOCK_ROWS].double() for t in inputs]
-        block = _block(case, rows + [p.double() for p in params])
+    step = max(1, BLOCK_ELEMENTS // max(n, 1))
+    for start in range(0, max(m, 1), step):
+        block = _block(case, [t[start : start + step].double() for t in inputs] + as64)
         if not outs:
             outs = [o if i in sums else o.new_empty((m, *o.shape[1:])) for i, o in enumerate(block)]
         for i, o in enumerate(block):
@@ -92,13 +110,13 @@ def rel_l2(y: torch.Tensor, ref: torch.Tensor) -> float:
     return diff2**0.5 / (ref2**0.5 if ref2 > 0 else 1.0)
 
 
-def gate(outputs: tuple, ref: tuple) -> tuple[float, str | None]:
+def gate(outputs: tuple, ref: tuple, floor=torch.float32) -> tuple[float, str | None]:
     """(worst rel_l2 over the outputs a provider returned, None if all pass or why not). A
     provider may return fewer outputs than the reference (an inference kernel: y only)."""
     worst, why = 0.0, None
     for i, (out, exact) in enumerate(zip(outputs, ref, strict=False)):
-        err = rel_l2(out, exact)
+        err, bound = rel_l2(out, exact), rel_l2_bound(out.dtype, floor)
         worst = max(worst, err)
-        if not err <= rel_l2_bound(out.dtype):
-            why = f"output {i}: rel_l2 {err:.3g} over the bound {rel_l2_bound(out.dtype):.3g}"
+        if not err <= bound:
+            why = f"output {i}: rel_l2 {err:.3g} over the bound {bound:.3g}"
     return worst, why

@@ -95,7 +95,8 @@ def markdown(doc: dict, with_plots: bool = False) -> str:
         f"Command: `{env.get('command', 'oink-bench')}`.",
         "",
         "Each cell: median µs per call, % of the copy ceiling, and the provider's time over "
-        "oink's (×; > 1: oink faster). FAILED: outside the float64 gate; n/a: not offered.",
+        "oink's (×; > 1: oink faster). FAILED: outside the float64 gate; n/a: not offered. "
+        "peak MiB: the most memory one step allocates beyond what it was given.",
         "",
         "## Summary: oink against the fastest other provider, per shape",
         "",
@@ -114,15 +115,18 @@ def markdown(doc: dict, with_plots: bool = False) -> str:
     for key, recs in sections(records).items():
         op, suite, variant, regime = key
         names = provider_order(recs)
+        peaks = [p for p in names if any("peak_MiB" in r for r in recs if r["provider"] == p)]
         table = []
         for (n, m), by in _shapes(recs).items():
             oink = by.get("oink", {})
             oink_us = oink.get("median_us") if oink.get("status") == "ok" else None
-            table.append([n, m, *(_cell(by.get(p), oink_us) for p in names)])
+            mib = [f"{by[p]['peak_MiB']:.0f}" if "peak_MiB" in by.get(p, {}) else "" for p in peaks]
+            table.append([n, m, *(_cell(by.get(p), oink_us) for p in names), *mib])
         lines += [f"## {op}, {suite} {variant}, {regime}", ""]
         if with_plots:
             lines += [f"![{op}, {suite} {variant}, {regime}]({plot_name(key)})", ""]
-        lines += [tabulate(table, ["N", "M", *names], tablefmt="github"), ""]
+        headers = ["N", "M", *names, *(f"{p} peak MiB" for p in peaks)]
+        lines += [tabulate(table, headers, tablefmt="github"), ""]
         notes = sorted({f"{r['provider']}: {r['note']}" for r in recs if r.get("note")})
         lines += [f"- {n}" for n in notes] + ([""] if notes else [])
     return "\n".join(lines)

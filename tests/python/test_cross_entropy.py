@@ -1,0 +1,278 @@
+"""Cross-entropy: the loss and its gradient against F.cross_entropy in float64 (reductions,
+ignore_index, label smoothing, Gemma's softcap), hard inputs (extreme logits, -inf, rows all
+ignored, targets out of range), the in-place gradient and the fused forward + gradient, autograd
+(gradcheck, torch.compile), determinism, opcheck and the errors; Quack and Liger where they are
+installed (CUDA)."""
+
+import importlib.util
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.library import opcheck
+
+import oink
+
+from conftest import DEVICES, requires_cuda, within_budget
+
+IGNORE = -100
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+def dtype_id(d):
+    return str(d).removeprefix("torch.")
+
+
+def make(m, v, dtype, device, gen, ignored=0, scale=4.0):
+    logits = (torch.randn(m, v, generator=gen) * scale).to(dtype).to(device)
+    target = torch.randint(0, v, (m,), generator=gen)
+    target[:ignored] = IGNORE
+    return logits, target.to(device)
+
+
+def reference(logits, target, reduction="mean", label_smoothing=0.0, softcap=None):
+    z = logits.double()
+    if softcap is not None:
+        z = softcap * torch.tanh(z / softcap)
+    return F.cross_entropy(
+        z, target, ignore_index=IGNORE, label_smoothing=label_smoothing, reduction=reduction
+    )
+
+
+def tol(dtype, device):
+    # The kernels' float32 (CUDA) or float64 (CPU) loss, rounded to the logits' dtype at the end.
+    return {"rtol": 2 * torch.finfo(dtype).eps, "atol": 1e-6 if device == "cpu" else 1e-4}
+
+
+OPTIONS = [
+    {},
+    {"label_smoothing": 0.1},
+    {"softcap": 30.0},
+    {"label_smoothing": 0.2, "softcap": 10.0},
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("v", [1, 5, 1000, 4099, 32000, 128256])
+@pytest.mark.parametrize("options", OPTIONS, ids=str)
+def test_loss_and_gradient_match_float64(device, dtype, v, options, gen):
+    m = 6
+    if not within_budget(device, m, v):
+        pytest.skip("over the CPU element budget")
+    logits, target = make(m, v, dtype, device, gen, ignored=1)
+    for reduction in ("mean", "sum", "none"):
+        x = logits.clone().requires_grad_()
+        loss = oink.cross_entropy(x, target, reduction=reduction, **options)
+        x64 = logits.double().requires_grad_()
+        ref = reference(x64, target, reduction, **options)
+        assert loss.dtype == dtype and loss.shape == ref.shape
+        assert torch.allclose(loss.double(), ref, **tol(dtype, device)), (loss, ref)
+        upstream = torch.rand(ref.shape, generator=gen, dtype=torch.float64).to(device)
+        (loss.double() * upstream).sum().backward()
+        (ref * upstream).sum().backward()
+        assert_gradient_close(x.grad, x64, target, upstream, reduction, dtype, options)
+
+
+def assert_gradient_close(grad, x64, target, upstream, reduction, dtype, options):
+    """The gradient within two ulp of its dtype, plus what the saved float32 log-sum-exp costs:
+    p = exp(z - lse) with lse rounded to float32 is off by |lse| * 2^-24 relative (as Quack's
+    and Liger's, which save it the same way)."""
+    z = x64.detach()
+    if options.get("softcap"):
+        z = options["softcap"] * torch.tanh(z / options["softcap"])
+    lse = torch.logsumexp(z, -1, keepdim=True)
+    p = torch.exp(z - lse)
+    valid = (target != IGNORE).double()
+    row_scale = {"none": upstream, "sum": upstream.expand(valid.shape)}.get(reduction)
+    if row_scale is None:
+        row_scale = (upstream / valid.sum()).expand(valid.shape)
+    row_scale = (row_scale * valid).unsqueeze(-1)
+    f32 = torch.finfo(torch.float32).eps
+    fi = torch.finfo(dtype)
+    # Two ulp, at least the subnormal step (float16 gradients of a long row are subnormal).
+    bound = 2 * fi.eps * x64.grad.abs() + fi.tiny * fi.eps + (4 + lse.abs()) * f32 * p * row_scale
+    err = (grad.double() - x64.grad).abs()
+    assert torch.all(err <= bound + 1e-30), (err - bound).max()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_hard_inputs(device, gen):
+    v = 257
+    logits, target = make(5, v, torch.float32, device, gen)
+    logits[0] = torch.linspace(-1e4, 1e4, v)
+    logits[1, ::3] = float("-inf")
+    target[1] = 1  # a finite logit
+    target[2] = IGNORE
+    loss = oink.cross_entropy(logits, target, reduction="none")
+    ref = reference(logits, target, "none")
+    assert torch.allclose(loss.double(), ref, rtol=1e-6, atol=1e-6)
+    assert loss[2] == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_all_rows_ignored(device, gen):
+    logits, target = make(4, 50, torch.float32, device, gen, ignored=4)
+    for smoothing in (0.0, 0.3):
+        x = logits.clone().requires_grad_()
+        loss = oink.cross_entropy(x, target, label_smoothing=smoothing)
+        assert torch.isnan(loss) and torch.isnan(reference(logits, target, "mean", smoothing))
+        s = oink.cross_entropy(x, target, reduction="sum", label_smoothing=smoothing)
+        assert s == 0
+        s.backward()
+        assert torch.all(x.grad == 0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_target_out_of_range_gives_nan_rows(device, gen):
+    # Never read past the row: the row's loss (and gradient) is NaN; the other rows are right.
+    logits, target = make(4, 64, torch.float32, device, gen)
+    target[1], target[2] = 64, -5
+    x = logits.clone().requires_grad_()
+    loss = oink.cross_entropy(x, target, reduction="none")
+    assert torch.isnan(loss[1]) and torch.isnan(loss[2])
+    ok = torch.tensor([0, 3])
+    assert torch.allclose(loss[ok].double(), reference(logits[ok], target[ok], "none"), atol=1e-5)
+    loss.sum().backward()
+    assert torch.isnan(x.grad[1]).all() and torch.isfinite(x.grad[ok]).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("options", OPTIONS, ids=str)
+def test_inplace_backward_equals_out_of_place(device, options, gen):
+    logits, target = make(8, 3000, torch.bfloat16, device, gen, ignored=2)
+    grads = []
+    for inplace in (False, True):
+        x = logits.clone().requires_grad_()
+        buffer = x.detach()
+        loss = oink.cross_entropy(x, target, inplace_backward=inplace, **options)
+        loss.backward()
+        grads.append(x.grad)
+        if inplace:
+            assert torch.equal(buffer, x.grad)  # the gradient lives in the logits' buffer
+    assert torch.equal(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("options", OPTIONS, ids=str)
+def test_fused_forward_and_gradient(device, options, gen):
+    logits, target = make(6, 777, torch.float32, device, gen, ignored=1)
+    cap = options.get("softcap") or 0.0
+    smooth = options.get("label_smoothing", 0.0)
+    loss, lse = torch.ops.oink.cross_entropy_forward.default(logits, target, IGNORE, smooth, cap)
+    scale = torch.tensor([0.25], device=device)
+    fused = logits.clone()
+    loss2, lse2 = torch.ops.oink.cross_entropy_forward_backward_.default(
+        fused, target, scale, IGNORE, smooth, cap
+    )
+    assert torch.equal(loss, loss2) and torch.equal(lse, lse2)
+    dloss = torch.full((6,), 0.25, device=device)
+    dlogits = torch.ops.oink.cross_entropy_backward.default(
+        dloss, logits, target, lse, IGNORE, smooth, cap
+    )
+    assert torch.allclose(fused, dlogits, rtol=1e-6, atol=1e-9)
+    assert torch.all(fused[0] == 0)  # the ignored row
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_deterministic(device, gen):
+    logits, target = make(64, 5000, torch.bfloat16, device, gen, ignored=3)
+    results = []
+    for _ in range(2):
+        x = logits.clone().requires_grad_()
+        loss = oink.cross_entropy(x, target, label_smoothing=0.1)
+        loss.backward()
+        results.append((loss, x.grad))
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+
+
+def test_leading_dimensions(gen):
+    logits = torch.randn(2, 3, 40, generator=gen)
+    target = torch.randint(0, 40, (2, 3), generator=gen)
+    loss = oink.cross_entropy(logits, target, reduction="none")
+    assert loss.shape == (2, 3)
+    ref = reference(logits.reshape(6, 40), target.reshape(6), "none").reshape(2, 3)
+    assert torch.allclose(loss.double(), ref, atol=1e-6)
+
+
+def test_gradcheck_cpu(gen):
+    logits, target = make(4, 9, torch.float64, "cpu", gen, ignored=1)
+    for options in OPTIONS:
+        x = logits.clone().requires_grad_()
+        assert torch.autograd.gradcheck(
+            lambda t, o=options: oink.cross_entropy(t, target, reduction="sum", **o), (x,)
+        )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_and_backward(device, gen):
+    logits, target = make(8, 300, torch.float32, device, gen, ignored=1)
+    x = logits.clone().requires_grad_()
+    fn = torch.compile(lambda t: oink.cross_entropy(t, target, label_smoothing=0.1))
+    fn(x).backward()
+    x2 = logits.clone().requires_grad_()
+    oink.cross_entropy(x2, target, label_smoothing=0.1).backward()
+    assert torch.equal(x.grad, x2.grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device, gen):
+    logits, target = make(5, 130, torch.float32, device, gen, ignored=1)
+    args = (IGNORE, 0.1, 20.0)
+    opcheck(torch.ops.oink.cross_entropy_forward.default, (logits, target, *args))
+    loss, lse = torch.ops.oink.cross_entropy_forward.default(logits, target, *args)
+    dloss = torch.rand(5, device=device)
+    opcheck(torch.ops.oink.cross_entropy_backward.default, (dloss, logits, target, lse, *args))
+    opcheck(
+        torch.ops.oink.cross_entropy_backward_.default,
+        (dloss, logits.clone(), target, lse, *args),
+    )
+    scale = torch.ones(1, device=device)
+    opcheck(
+        torch.ops.oink.cross_entropy_forward_backward_.default,
+        (logits.clone(), target, scale, *args),
+    )
+
+
+def test_errors():
+    logits, target = torch.randn(4, 10), torch.randint(0, 10, (4,))
+    with pytest.raises(ValueError, match="argument 'logits'.*2-D"):
+        torch.ops.oink.cross_entropy_forward.default(logits[0], target, IGNORE, 0.0, 0.0)
+    with pytest.raises(ValueError, match="argument 'target'.*int64"):
+        oink.cross_entropy(logits, target.int())
+    with pytest.raises(ValueError, match="argument 'target'.*length M=4"):
+        torch.ops.oink.cross_entropy_forward.default(logits, target[:3], IGNORE, 0.0, 0.0)
+    with pytest.raises(ValueError, match="argument 'label_smoothing'.*\\[0, 1\\]"):
+        oink.cross_entropy(logits, target, label_smoothing=1.5)
+    with pytest.raises(ValueError, match="softcap"):
+        oink.cross_entropy(logits, target, softcap=-1.0)
+    with pytest.raises(ValueError, match="reduction"):
+        oink.cross_entropy(logits, target, reduction="avg")
+    with pytest.raises(ValueError, match="argument 'lse'.*float32"):
+        torch.ops.oink.cross_entropy_backward.default(
+            torch.ones(4), logits, target, torch.ones(4, dtype=torch.float64), IGNORE, 0.0, 0.0
+        )
+    with pytest.raises(RuntimeError, match="cross_entropy_forward.*argument 'logits' requires"):
+        torch.ops.oink.cross_entropy_forward.default(
+            logits.requires_grad_(), target, IGNORE, 0.0, 0.0
+        )
+
+
+@requires_cuda
+@pytest.mark.parametrize("peer", ["quack", "liger_kernel"])
+def test_against_peers(peer, gen):
+    if importlib.util.find_spec(peer) is None:
+        pytest.skip(f"{peer} is not installed")
+    logits, target = make(256, 32000, torch.bfloat16, "cuda", gen, ignored=5)
+    ours = oink.cross_entropy(logits, target, reduction="none").float()
+    if peer == "quack":
+        from quack.cross_entropy import cross_entropy as quack_ce
+
+        theirs = quack_ce(logits, target, ignore_index=IGNORE, reduction="none").float()
+    else:
+        from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
+
+        theirs = LigerCrossEntropyFunction.apply(logits, target, None, IGNORE, 0.0, 0.0, "none")[
+            0
+        ].float()
+    assert torch.allclose(ours, theirs, rtol=2e-2, atol=2e-2)

@@ -1,0 +1,122 @@
+"""oink.linear_cross_entropy against F.linear + F.cross_entropy in float64: the loss and the
+gradients of the hidden states, the weight and the bias for every reduction and option, over
+one chunk and many; determinism; the chunking rule as oink shows it; the errors."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import oink
+
+from conftest import DEVICES
+
+IGNORE = -100
+
+
+def make(m, h, v, dtype, device, gen, ignored=2, bias=True):
+    hidden = (torch.randn(m, h, generator=gen)).to(dtype).to(device)
+    weight = (torch.randn(v, h, generator=gen) / h**0.5).to(dtype).to(device)
+    b = (torch.randn(v, generator=gen) * 0.1).to(dtype).to(device) if bias else None
+    target = torch.randint(0, v, (m,), generator=gen)
+    target[:ignored] = IGNORE
+    return hidden, weight, b, target.to(device)
+
+
+def run(fn, hidden, weight, bias, target, upstream, **options):
+    leaves = [t.detach().clone().requires_grad_() for t in (hidden, weight)]
+    b = None if bias is None else bias.detach().clone().requires_grad_()
+    loss = fn(leaves[0], leaves[1], target, b, **options)
+    (loss.double() * upstream).sum().backward()
+    return loss, leaves[0].grad, leaves[1].grad, None if b is None else b.grad
+
+
+def unfused(hidden, weight, target, bias, ignore_index=IGNORE, softcap=None, **options):
+    z = F.linear(hidden, weight, bias)
+    if softcap is not None:
+        z = softcap * torch.tanh(z / softcap)
+    return F.cross_entropy(z, target, ignore_index=ignore_index, **options)
+
+
+OPTIONS = [{}, {"label_smoothing": 0.1}, {"softcap": 15.0}]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("options", OPTIONS, ids=str)
+@pytest.mark.parametrize("chunk_rows", [None, 16])
+def test_matches_float64(device, dtype, reduction, options, chunk_rows, gen):
+    hidden, weight, bias, target = make(50, 32, 300, dtype, device, gen)
+    shape = (50,) if reduction == "none" else ()
+    upstream = torch.rand(shape, generator=gen, dtype=torch.float64).to(device)
+    got = run(
+        oink.linear_cross_entropy,
+        hidden,
+        weight,
+        bias,
+        target,
+        upstream,
+        reduction=reduction,
+        chunk_rows=chunk_rows,
+        **options,
+    )
+    ref = run(
+        unfused,
+        hidden.double(),
+        weight.double(),
+        bias.double(),
+        target,
+        upstream,
+        reduction=reduction,
+        **options,
+    )
+    rtol = 1e-5 if dtype == torch.float32 else 3e-2
+    for g, r in zip(got, ref, strict=True):
+        assert g.dtype == dtype
+        scale = r.abs().max().clamp_min(1e-6)
+        assert torch.allclose(g.double(), r, rtol=rtol, atol=rtol * scale.item()), (g, r)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_chunks_and_runs_agree(device, gen):
+    # The same loss, to the bit, however the rows are chunked (each row is one kernel row), and
+    # the same gradients on every run.
+    hidden, weight, bias, target = make(70, 16, 200, torch.float32, device, gen)
+    upstream = torch.ones((), dtype=torch.float64, device=device)
+    losses = [
+        run(oink.linear_cross_entropy, hidden, weight, bias, target, upstream, chunk_rows=c)[0]
+        for c in (7, 32, None)
+    ]
+    assert torch.equal(losses[0], losses[1]) and torch.equal(losses[1], losses[2])
+    a = run(oink.linear_cross_entropy, hidden, weight, bias, target, upstream, chunk_rows=16)
+    b = run(oink.linear_cross_entropy, hidden, weight, bias, target, upstream, chunk_rows=16)
+    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_no_grad_and_leading_dims(gen):
+    hidden, weight, _, target = make(12, 8, 30, torch.float32, "cpu", gen, bias=False)
+    with torch.no_grad():
+        loss = oink.linear_cross_entropy(hidden.reshape(3, 4, 8), weight, target.reshape(3, 4))
+    assert torch.allclose(loss.double(), unfused(hidden.double(), weight.double(), target, None))
+    none = oink.linear_cross_entropy(hidden, weight, target, reduction="none")
+    assert none.shape == (12,)
+
+
+def test_explain():
+    hidden = torch.empty(16384, 4096, dtype=torch.bfloat16, device="meta")
+    weight = torch.empty(128256, 4096, dtype=torch.bfloat16, device="meta")
+    assert oink.explain_linear_cross_entropy(hidden, weight) == (
+        "linear_cross_entropy chunks=16 x 1024 rows (250 MiB of logits each)"
+    )
+
+
+def test_errors(gen):
+    hidden, weight, bias, target = make(4, 8, 10, torch.float32, "cpu", gen)
+    with pytest.raises(ValueError, match="weight must be \\[V, H\\]"):
+        oink.linear_cross_entropy(hidden, weight[:, :5], target)
+    with pytest.raises(ValueError, match="bias must be \\[V\\]"):
+        oink.linear_cross_entropy(hidden, weight, target, bias[:3])
+    with pytest.raises(ValueError, match="target must have"):
+        oink.linear_cross_entropy(hidden, weight, target[:2])
+    with pytest.raises(ValueError, match="chunk_rows"):
+        oink.linear_cross_entropy(hidden, weight, target, chunk_rows=0)

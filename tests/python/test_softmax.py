@@ -1,0 +1,166 @@
+"""Softmax: the forward and backward against float64 over a sweep of row widths, layouts,
+-inf and extreme rows, batch invariance, autograd (gradcheck, torch.compile), opcheck and the
+errors, on the CPU; the same on CUDA when present."""
+
+import pytest
+import torch
+from torch.library import opcheck
+
+import oink
+
+from conftest import DEVICES, within_budget
+from sweep import padded_rows, ulp
+
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+# Row widths across the plan's schedules: one thread's chunk, sub-warp rows, whole CTAs, odd
+# widths (element-wise I/O), and rows longer than registers hold (the looped schedule).
+WIDTHS = [1, 7, 8, 100, 1000, 1024, 4104, 32768, 40000, 131072, 262144]
+
+
+def dtype_id(d):
+    return str(d).removeprefix("torch.")
+
+
+def bound(dtype, device):
+    """Allowed error in units of the output's last place: the CPU rounds a float64 result once
+    (0.5 ulp); CUDA's float32 exp and sum add a few float32 ulp, which at 16 bits stay inside one
+    output ulp and at float32 are counted in float32 ulp."""
+    if device == "cpu":
+        return 0.5
+    return 1.0 if dtype != torch.float32 else 8.0
+
+
+def check_close(got, ref64, dtype, device):
+    err = (got.double() - ref64).abs()
+    allowed = bound(dtype, device) * ulp(ref64, dtype) + 1e-300
+    assert torch.all(err <= allowed), (
+        f"max error {(err / ulp(ref64, dtype)).max().item():.3f} ulp (bound {bound(dtype, device)})"
+    )
+
+
+def rows(m, n, dtype, device, gen, scale=3.0):
+    return (torch.randn(m, n, generator=gen) * scale).to(dtype).to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("n", WIDTHS)
+def test_forward_matches_float64(device, dtype, n, gen):
+    m = 5
+    if not within_budget(device, m, n):
+        pytest.skip("over the CPU element budget")
+    x = rows(m, n, dtype, device, gen)
+    y = oink.softmax(x)
+    assert y.dtype == dtype and y.shape == x.shape and y.stride() == x.stride()
+    check_close(y, torch.softmax(x.double(), -1), dtype, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("n", WIDTHS)
+def test_backward_matches_float64(device, dtype, n, gen):
+    m = 4
+    if not within_budget(device, m, n):
+        pytest.skip("over the CPU element budget")
+    y = torch.softmax(rows(m, n, torch.float64, "cpu", gen), -1).to(dtype).to(device)
+    dy = rows(m, n, dtype, device, gen, scale=1.0)
+    dx = oink.softmax_backward(dy, y)
+    y64, dy64 = y.double(), dy.double()
+    ref = y64 * (dy64 - (dy64 * y64).sum(-1, keepdim=True))
+    # The dot product's rounding moves every element: bound it by the row's scale too.
+    err = (dx.double() - ref).abs()
+    scale = (y64 * (dy64.abs() + (dy64 * y64).sum(-1, keepdim=True).abs())).clamp_min(1e-30)
+    assert torch.all(err <= 2 * ulp(ref, dtype) + 4 * scale * torch.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_layouts(device, dtype, gen):
+    # Padded rows (a row stride past N), an unaligned base, and a transposed 4-D view.
+    for pad, offset in ((8, 0), (3, 1)):
+        x = padded_rows(6, 200, dtype, device, pad=pad, offset=offset, generator=gen)
+        y = oink.softmax(x)
+        assert y.stride() == x.stride()
+        check_close(y, torch.softmax(x.double(), -1), dtype, device)
+    base = rows(2 * 3 * 4, 64, dtype, device, gen).reshape(2, 3, 4, 64)
+    view = base.transpose(1, 2)  # [2, 4, 3, 64], rows over three leading dimensions
+    y = oink.softmax(view)
+    assert y.is_contiguous()
+    check_close(y, torch.softmax(view.double(), -1), dtype, device)
+    dx = oink.softmax_backward(torch.ones_like(view), view)
+    assert dx.shape == view.shape
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_infinite_and_extreme_rows(device, dtype, gen):
+    n = 300
+    x = rows(4, n, torch.float32, "cpu", gen)
+    x[0, ::2] = float("-inf")  # half the row masked
+    x[1, :] = float("-inf")  # all masked: NaN, as torch.softmax
+    x[2, :] = torch.linspace(-1e4, 1e4, n)  # extreme logits
+    x[3, 7] = 1e4
+    x = x.to(dtype).to(device)
+    y = oink.softmax(x).double()
+    ref = torch.softmax(x.double(), -1)
+    assert torch.all(y[0, ::2] == 0)
+    assert torch.isnan(y[1]).all() and torch.isnan(ref[1]).all()
+    check_close(y[[0, 2, 3]].to(dtype), ref[[0, 2, 3]], dtype, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [100, 4096, 40000])
+def test_batch_invariance(device, n, gen):
+    # A row's bits do not depend on how many rows the call holds.
+    x = rows(64, n, torch.bfloat16, device, gen)
+    whole = oink.softmax(x)
+    for r in (0, 17, 63):
+        assert torch.equal(oink.softmax(x[r : r + 1]), whole[r : r + 1])
+    assert torch.equal(oink.softmax(x[5:9]), whole[5:9])
+
+
+def test_gradcheck_cpu(gen):
+    x = torch.randn(3, 11, dtype=torch.float64, generator=gen, requires_grad=True)
+    assert torch.autograd.gradcheck(oink.softmax, (x,))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_autograd_matches_torch(device, gen):
+    x = rows(6, 333, torch.float32, device, gen).requires_grad_()
+    dy = rows(6, 333, torch.float32, device, gen)
+    (oink.softmax(x) * dy).sum().backward()
+    x64 = x.detach().double().requires_grad_()
+    (torch.softmax(x64, -1) * dy.double()).sum().backward()
+    assert torch.allclose(x.grad.double(), x64.grad, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_and_backward(device, gen):
+    x = rows(8, 256, torch.float32, device, gen).requires_grad_()
+    fn = torch.compile(lambda t: (oink.softmax(t) ** 2).sum(), fullgraph=True)
+    fn(x).backward()
+    x2 = x.detach().clone().requires_grad_()
+    (oink.softmax(x2) ** 2).sum().backward()
+    assert torch.equal(x.grad, x2.grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device, gen):
+    x = rows(4, 96, torch.float32, device, gen)
+    opcheck(torch.ops.oink.softmax.default, (x,))
+    y = oink.softmax(x)
+    opcheck(torch.ops.oink.softmax_backward.default, (torch.randn_like(y), y))
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="argument 'x'.*float16, bfloat16 or float32"):
+        oink.softmax(torch.ones(2, 3, dtype=torch.int32))
+    with pytest.raises(ValueError, match="argument 'x'.*stride 1 in its last dimension"):
+        oink.softmax(torch.ones(4, 3).t())
+    y = torch.softmax(torch.randn(2, 5), -1)
+    with pytest.raises(ValueError, match="argument 'dy'.*must have y's shape"):
+        oink.softmax_backward(torch.ones(2, 4), y)
+    with pytest.raises(ValueError, match="argument 'dy'.*must have y's dtype"):
+        oink.softmax_backward(torch.ones(2, 5, dtype=torch.float64), y)
+    with pytest.raises(RuntimeError, match="softmax_backward.*argument 'dy' requires grad"):
+        oink.softmax_backward(torch.ones(2, 5, requires_grad=True), y)
