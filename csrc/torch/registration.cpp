@@ -29,6 +29,10 @@ STABLE_TORCH_LIBRARY(oink, m) {
       "Tensor rstd) -> (Tensor, Tensor?, Tensor?)");
   // In place, vLLM semantics: residual <- x + residual; x <- rmsnorm(residual, weight, eps).
   m.def("fused_add_rms_norm(Tensor(a!) x, Tensor(b!) residual, Tensor? weight, float eps) -> ()");
+  // The names vLLM's own `oink` IR provider (vllm/kernels/oink_ops.py, Blackwell only) checks
+  // for and calls: the same ops under those names.
+  m.def("rms_norm(Tensor x, Tensor? weight, float eps) -> Tensor");
+  m.def("fused_add_rms_norm_(Tensor(a!) x, Tensor(b!) residual, Tensor? weight, float eps) -> ()");
   // y = softmax(x) over the last dimension, float32 math with the row's max subtracted, rounded
   // once; y has x's shape, and x's strides when x's rows have one row stride.
   m.def("softmax(Tensor x) -> Tensor");

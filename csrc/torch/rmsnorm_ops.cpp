@@ -215,6 +215,8 @@ STABLE_TORCH_LIBRARY_IMPL(oink, CPU, m) {
   m.impl("rmsnorm_backward", TORCH_BOX(&rmsnorm_backward));
   m.impl("rmsnorm.out", TORCH_BOX(&rmsnorm_out));
   m.impl("fused_add_rms_norm", TORCH_BOX(&fused_add_rms_norm));
+  m.impl("rms_norm", TORCH_BOX(&rmsnorm));
+  m.impl("fused_add_rms_norm_", TORCH_BOX(&fused_add_rms_norm));
   m.impl("explain", TORCH_BOX(&explain));
 }
 
@@ -226,6 +228,8 @@ STABLE_TORCH_LIBRARY_IMPL(oink, CUDA, m) {
   m.impl("rmsnorm_backward", TORCH_BOX(&rmsnorm_backward));
   m.impl("rmsnorm.out", TORCH_BOX(&rmsnorm_out));
   m.impl("fused_add_rms_norm", TORCH_BOX(&fused_add_rms_norm));
+  m.impl("rms_norm", TORCH_BOX(&rmsnorm));
+  m.impl("fused_add_rms_norm_", TORCH_BOX(&fused_add_rms_norm));
   m.impl("explain", TORCH_BOX(&explain));
 }
 

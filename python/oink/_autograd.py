@@ -250,6 +250,21 @@ _LIBRARY.impl("rmsnorm", _rmsnorm, "Autograd", with_keyset=True)
 _LIBRARY.impl("rmsnorm.out", _rmsnorm_out, "Autograd", with_keyset=True)
 _LIBRARY.impl("rmsnorm_backward", _refuse_rmsnorm_backward, "Autograd", with_keyset=True)
 _LIBRARY.impl("fused_add_rms_norm", _fused_add_rms_norm, "Autograd", with_keyset=True)
+# vLLM's built-in provider's names for the same ops: the same autograd behaviour.
+_LIBRARY.impl(
+    "rms_norm",
+    lambda keyset, x, weight, eps: torch.ops.oink.rmsnorm.default(x, weight, eps),
+    "Autograd",
+    with_keyset=True,
+)
+_LIBRARY.impl(
+    "fused_add_rms_norm_",
+    lambda keyset, x, residual, weight, eps: torch.ops.oink.fused_add_rms_norm.default(
+        x, residual, weight, eps
+    ),
+    "Autograd",
+    with_keyset=True,
+)
 _LIBRARY.impl("layernorm", _layernorm, "Autograd", with_keyset=True)
 _LIBRARY.impl("layernorm_backward", _refuse_layernorm_backward, "Autograd", with_keyset=True)
 

@@ -42,6 +42,11 @@ def _fused_add_rms_norm_fake(x, residual, weight, eps):
     return None
 
 
+# The names vLLM's built-in provider calls (csrc/torch/registration.cpp).
+torch.library.register_fake("oink::rms_norm")(_rmsnorm_fake)
+torch.library.register_fake("oink::fused_add_rms_norm_")(_fused_add_rms_norm_fake)
+
+
 def _per_row(x):
     """rstd: one value per row of x, float32 (float64 for float64 x), contiguous."""
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32

@@ -360,6 +360,16 @@ TEST(ReducePlanViolation, NoKernelEntry) {
       "no instantiated kernel");  // a looped plan holds no chunks
 }
 
+TEST(ReducePlanViolation, RowDimsOutOfRange) {
+  // A problem whose leading dimensions are none, or more than the kernels walk.
+  ReduceProblem p = bf16_softmax(4096);
+  const ReducePlan plan = make_reduce_plan(p, hopper());
+  for (const int count : {0, kMaxRowDims + 1}) {
+    p.row_dims.count = count;
+    EXPECT_NE(reduce_plan_violation(plan, p).find("row_dims.count"), std::string::npos) << count;
+  }
+}
+
 TEST(ReducePlanViolation, ChunksAboveTheOpsMax) {
   // softmax_backward keeps two streams: at most 2 chunks of each a thread.
   const ReduceProblem p =

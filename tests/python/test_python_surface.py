@@ -202,3 +202,27 @@ def test_serves_capability_follows_the_targets():
         assert not serves(9, 0) and not serves(8, 0)
     else:
         assert serves(9, 0) and not serves(7, 5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vllm_builtin_provider_names(device):
+    """vLLM's own `oink` provider (Blackwell) calls torch.ops.oink.rmsnorm and
+    fused_add_rms_norm_ once it finds ops named rms_norm and fused_add_rms_norm: the aliases are
+    the same ops, bit for bit, under inference mode and with autograd."""
+    from torch.library import opcheck
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(6, 128, generator=g).to(torch.bfloat16).to(device)
+    r = torch.randn(6, 128, generator=g).to(torch.bfloat16).to(device)
+    w = (torch.rand(128, generator=g) + 0.5).to(torch.bfloat16).to(device)
+    with torch.inference_mode():
+        assert torch.equal(torch.ops.oink.rms_norm(x, w, 1e-6), oink.rmsnorm(x, w, 1e-6))
+        x1, r1, x2, r2 = x.clone(), r.clone(), x.clone(), r.clone()
+        torch.ops.oink.fused_add_rms_norm_(x1, r1, w, 1e-6)
+        oink.fused_add_rms_norm(x2, r2, w, 1e-6)
+        assert torch.equal(x1, x2) and torch.equal(r1, r2)
+    leaf = x.float().requires_grad_()
+    torch.ops.oink.rms_norm(leaf, None, 1e-6).sum().backward()
+    assert leaf.grad is not None and torch.isfinite(leaf.grad).all()
+    opcheck(torch.ops.oink.rms_norm.default, (x, w, 1e-6))
+    opcheck(torch.ops.oink.fused_add_rms_norm_.default, (x.clone(), r.clone(), w, 1e-6))

@@ -97,6 +97,41 @@ def test_load_general_plugins_registers_in_a_fresh_process():
     assert "oink: registered vLLM IR provider 'oink_cuda'" in out.stdout + out.stderr
 
 
+def test_vllms_builtin_oink_provider_runs_oink():
+    """vLLM ships its own `oink` provider (vllm/kernels/oink_ops.py), enabled on compute
+    capability >= 10.0 where torch.ops.oink has the ops it looks for: on such a GPU, vLLM calls
+    oink's kernels without oink's plugin. In a fresh process, the capability check answers yes
+    before vLLM's kernels load, and the provider runs oink's CPU kernels on CPU tensors."""
+    code = textwrap.dedent("""
+        import importlib.util, torch, oink
+        from vllm.platforms import current_platform
+        type(current_platform).has_device_capability = classmethod(lambda cls, *a, **k: True)
+        if importlib.util.find_spec("vllm.kernels.oink_ops") is None:
+            print("absent")
+            raise SystemExit(0)
+        import vllm.kernels.oink_ops
+        from vllm.ir.op import IrOp
+        rms, fused = IrOp.registry["rms_norm"], IrOp.registry["fused_add_rms_norm"]
+        assert rms.impls["oink"].supported and fused.impls["oink"].supported
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(5, 64, generator=g).to(torch.bfloat16)
+        r = torch.randn(5, 64, generator=g).to(torch.bfloat16)
+        w = (torch.rand(64, generator=g) + 0.5).to(torch.bfloat16)
+        assert torch.equal(rms.impls["oink"].impl_fn(x, w, 1e-6), oink.rmsnorm(x, w, 1e-6))
+        x1, r1, x2, r2 = x.clone(), r.clone(), x.clone(), r.clone()
+        fused.impls["oink"].impl_fn(x1, r1, w, 1e-6)
+        oink.fused_add_rms_norm(x2, r2, w, 1e-6)
+        assert torch.equal(x1, x2) and torch.equal(r1, r2)
+        print("ok")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_PLUGINS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    if out.stdout.strip().endswith("absent"):
+        pytest.skip(f"vLLM {vllm.__version__} has no built-in oink provider")
+    assert out.stdout.strip().endswith("ok"), out.stdout[-2000:]
+
+
 def test_register_twice_is_harmless():
     impls = {op: IrOp.registry[op].impls[P] for op in OPS}
     getter = type(_platform()).get_default_ir_op_priority
