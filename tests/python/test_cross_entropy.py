@@ -90,8 +90,10 @@ def assert_gradient_close(grad, x64, target, upstream, reduction, dtype, options
     row_scale = (row_scale * valid).unsqueeze(-1)
     f32 = torch.finfo(torch.float32).eps
     fi = torch.finfo(dtype)
-    # Two ulp, at least the subnormal step (float16 gradients of a long row are subnormal).
-    bound = 2 * fi.eps * x64.grad.abs() + fi.tiny * fi.eps + (4 + lse.abs()) * f32 * p * row_scale
+    # Two ulp, at least the subnormal step (float16 gradients of a long row are subnormal); on
+    # CUDA float32's tanhf, expf and logf add a few float32 ulp of each term (8 allowed).
+    rel = max(2 * fi.eps, 8 * f32 if grad.is_cuda else 0.0)
+    bound = rel * x64.grad.abs() + fi.tiny * fi.eps + (8 + lse.abs()) * f32 * p * row_scale
     err = (grad.double() - x64.grad).abs()
     assert torch.all(err <= bound + 1e-30), (err - bound).max()
 

@@ -21,20 +21,26 @@ def dtype_id(d):
     return str(d).removeprefix("torch.")
 
 
-def bound(dtype, device):
+def bound(dtype, device, x=None, ref64=None):
     """Allowed error in units of the output's last place: the CPU rounds a float64 result once
     (0.5 ulp); CUDA's float32 exp and sum add a few float32 ulp, which at 16 bits stay inside one
-    output ulp and at float32 are counted in float32 ulp."""
+    output ulp; at float32 they are what torch.softmax's own float32 math shows on the same row
+    (16-20 ulp at N = 1000-40000 on an H100), and oink may exceed that by one ulp
+    (docs/contract.md, 'How correctness is measured')."""
     if device == "cpu":
         return 0.5
-    return 1.0 if dtype != torch.float32 else 8.0
+    if dtype != torch.float32 or x is None:
+        return 1.0
+    theirs = (torch.softmax(x, -1).double() - ref64).abs() / ulp(ref64, dtype)
+    return max(1.0, theirs.nan_to_num().max().item() + 1.0)
 
 
-def check_close(got, ref64, dtype, device):
+def check_close(got, ref64, dtype, device, x=None):
     err = (got.double() - ref64).abs()
-    allowed = bound(dtype, device) * ulp(ref64, dtype) + 1e-300
+    b = bound(dtype, device, x, ref64)
+    allowed = b * ulp(ref64, dtype) + 1e-300
     assert torch.all(err <= allowed), (
-        f"max error {(err / ulp(ref64, dtype)).max().item():.3f} ulp (bound {bound(dtype, device)})"
+        f"max error {(err / ulp(ref64, dtype)).max().item():.3f} ulp (bound {b:.2f})"
     )
 
 
@@ -52,7 +58,7 @@ def test_forward_matches_float64(device, dtype, n, gen):
     x = rows(m, n, dtype, device, gen)
     y = oink.softmax(x)
     assert y.dtype == dtype and y.shape == x.shape and y.stride() == x.stride()
-    check_close(y, torch.softmax(x.double(), -1), dtype, device)
+    check_close(y, torch.softmax(x.double(), -1), dtype, device, x)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -67,10 +73,17 @@ def test_backward_matches_float64(device, dtype, n, gen):
     dx = oink.softmax_backward(dy, y)
     y64, dy64 = y.double(), dy.double()
     ref = y64 * (dy64 - (dy64 * y64).sum(-1, keepdim=True))
-    # The dot product's rounding moves every element: bound it by the row's scale too.
+    # The dot product's rounding moves every element: bound it by the row's scale too, and on
+    # CUDA by what PyTorch's own kernel in this dtype shows on the same rows, plus one ulp.
     err = (dx.double() - ref).abs()
     scale = (y64 * (dy64.abs() + (dy64 * y64).sum(-1, keepdim=True).abs())).clamp_min(1e-30)
-    assert torch.all(err <= 2 * ulp(ref, dtype) + 4 * scale * torch.finfo(dtype).eps)
+    allowed = 2 * ulp(ref, dtype) + 4 * scale * torch.finfo(dtype).eps
+    if device != "cpu":
+        theirs = torch._softmax_backward_data(dy, y, -1, dtype).double()
+        allowed = torch.maximum(
+            allowed, (theirs - ref).abs().max(-1, True).values + ulp(ref, dtype)
+        )
+    assert torch.all(err <= allowed)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -81,12 +94,12 @@ def test_layouts(device, dtype, gen):
         x = padded_rows(6, 200, dtype, device, pad=pad, offset=offset, generator=gen)
         y = oink.softmax(x)
         assert y.stride() == x.stride()
-        check_close(y, torch.softmax(x.double(), -1), dtype, device)
+        check_close(y, torch.softmax(x.double(), -1), dtype, device, x)
     base = rows(2 * 3 * 4, 64, dtype, device, gen).reshape(2, 3, 4, 64)
     view = base.transpose(1, 2)  # [2, 4, 3, 64], rows over three leading dimensions
     y = oink.softmax(view)
     assert y.is_contiguous()
-    check_close(y, torch.softmax(view.double(), -1), dtype, device)
+    check_close(y, torch.softmax(view.double(), -1), dtype, device, view)
     dx = oink.softmax_backward(torch.ones_like(view), view)
     assert dx.shape == view.shape
 
@@ -105,7 +118,7 @@ def test_infinite_and_extreme_rows(device, dtype, gen):
     ref = torch.softmax(x.double(), -1)
     assert torch.all(y[0, ::2] == 0)
     assert torch.isnan(y[1]).all() and torch.isnan(ref[1]).all()
-    check_close(y[[0, 2, 3]].to(dtype), ref[[0, 2, 3]], dtype, device)
+    check_close(y[[0, 2, 3]].to(dtype), ref[[0, 2, 3]], dtype, device, x[[0, 2, 3]])
 
 
 @pytest.mark.parametrize("device", DEVICES)
