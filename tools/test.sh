@@ -3,8 +3,9 @@
 # installs the first), then runs the formatting checks, the C++ tests (CTest), the planner-check
 # mutation test, the Python tests (CPU here; the same tests run on CUDA when a GPU is present),
 # the vLLM plugin tests against the vLLM releases the [vllm] extra allows, each in its own
-# virtual environment (vLLM pins its own torch), and a smoke test of both wheels in fresh
-# environments with the oldest and the newest torch they serve. Warnings are errors here.
+# virtual environment (vLLM pins its own torch), the SGLang integration tests in another, and a
+# smoke test of both wheels in fresh environments with the oldest and the newest torch they
+# serve. Warnings are errors here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { echo; echo "== $*  [$(date -u +%T)]"; }
@@ -74,6 +75,31 @@ vllm_tests() {  # vllm_tests VLLM_VERSION TORCH_VERSION [venv options...]
 # torch 2.14.0, which shares the stable ABI of 2.10 that oink is built against.
 vllm_tests 0.26.0 2.11.0 --system-site-packages
 vllm_tests 0.33.0 2.14.0
+
+sglang_tests() {  # sglang_tests SGLANG_VERSION TORCH_VERSION [venv options...]
+  local sglang_version=$1 torch_version=$2 venv=$PWD/build/sglang-venv
+  shift 2
+  step "SGLang integration tests (SGLang $sglang_version, torch $torch_version)"
+  echo "disk free: $(free_disk)"
+  # Its environment takes about 11 GB: on a smaller disk the step says so and is skipped.
+  if [ "$(df -B1G --output=avail "$PWD" | tail -1 | tr -d ' ')" -lt 16 ]; then
+    echo "SKIPPED: SGLang's environment needs about 11 GB and this disk has $(free_disk) free"
+    return 0
+  fi
+  fresh_venv "$venv" "$@"
+  "$venv/bin/pip" install -q --no-cache-dir "sglang==$sglang_version" pytest
+  "$venv/bin/python" -c "import torch, sglang; assert torch.__version__.split('+')[0] == '$torch_version'; assert sglang.__version__ == '$sglang_version'"
+  # The wheel as an SGLang user installs it, beside SGLang's torch.
+  "$venv/bin/pip" install -q --no-cache-dir --no-deps --force-reinstall "$WHEEL"
+  "$venv/bin/python" -c "import oink, os, sys; assert os.path.dirname(oink.__file__).startswith(sys.prefix), oink.__file__"
+  "$venv/bin/python" -m pytest tests/python/test_sglang_plugin.py -q -p no:cacheprovider
+  rm -rf "$venv"
+}
+# 0.5.23 pins torch 2.14.1 (stable ABI of 2.10, as above) and brings its CUDA kernel packages
+# (flashinfer, sgl-kernel, deep-gemm, the CUDA 13 toolkit wheels): about 11 GB installed, more
+# than a vLLM environment, still one environment on disk at a time. 4 min to install on a
+# 2-core machine with PyPI close by.
+sglang_tests 0.5.23 2.14.1
 
 # Both wheels in fresh environments with only torch: 2.10.0, the oldest torch their stable ABI
 # targets (TORCH_TARGET_VERSION), and 2.15.0, the newest torch release on PyPI when this was

@@ -51,6 +51,7 @@ from oink._cross_entropy import (  # noqa: E402
     explain_linear_cross_entropy,
     linear_cross_entropy,
 )
+from oink._routing import disable, enable, enabled  # noqa: E402
 from oink._softmax import explain_rows, softmax, softmax_backward  # noqa: E402
 from oink.ops import (  # noqa: E402
     Plan,
@@ -73,6 +74,9 @@ __all__ = [
     "cuda_available",
     "cross_entropy",
     "cuda_targets",
+    "disable",
+    "enable",
+    "enabled",
     "explain",
     "explain_linear_cross_entropy",
     "explain_rows",
