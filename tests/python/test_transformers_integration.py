@@ -122,11 +122,15 @@ def _batch():
 
 
 def _run(model, ids, labels):
+    """The logits (without grad: a patched model's training forward makes none), and the loss
+    and gradients of a training step."""
     model.zero_grad(set_to_none=True)
     out = model(input_ids=ids, labels=labels)
     out.loss.backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    return out.logits.detach(), out.loss.detach(), grads
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    return logits, out.loss.detach(), grads
 
 
 def _norm_modules(model):
@@ -149,10 +153,10 @@ def test_patch_matches_stock_and_unpatch_restores(family):
 
     _, new_cls, must = FAMILIES[family]
     names = [name for name, _ in replaced]
-    assert names[-1] == "loss_function"
-    assert set(names[:-1]) == set(norms_before)
+    assert names[-2:] == ["loss_function", "forward"]
+    assert set(names[:-2]) == set(norms_before)
     assert all(name in names for name in must)
-    for name, old_cls in replaced[:-1]:
+    for name, old_cls in replaced[:-2]:
         assert old_cls is type(norms_before[name])
         new = model.get_submodule(name)
         assert type(new) is new_cls
@@ -160,6 +164,8 @@ def test_patch_matches_stock_and_unpatch_restores(family):
     assert model.loss_function is oink_causal_lm_loss
     assert list(model.state_dict()) == keys_before
 
+    # Training with labels: the fused linear + cross-entropy, no logits made.
+    assert model(input_ids=ids, labels=labels).logits is None
     logits, loss, grads = _run(model, ids, labels)
     torch.testing.assert_close(logits, logits_ref, rtol=RTOL, atol=ATOL)
     torch.testing.assert_close(loss, loss_ref, rtol=RTOL, atol=ATOL)
@@ -172,7 +178,7 @@ def test_patch_matches_stock_and_unpatch_restores(family):
     after = _norm_modules(model)
     assert after.keys() == norms_before.keys()
     assert all(after[name] is norms_before[name] for name in after)
-    assert "_loss_function" not in model.__dict__
+    assert "_loss_function" not in model.__dict__ and "forward" not in model.__dict__
     assert model.loss_function is transformers.loss.loss_utils.ForCausalLMLoss
     logits_back, loss_back, grads_back = _run(model, ids, labels)
     assert torch.equal(logits_back, logits_ref)
@@ -272,11 +278,29 @@ def test_norms_only_and_loss_only():
     unpatch(model)
 
     replaced = patch(model, norms=False)
-    assert [name for name, _ in replaced] == ["loss_function"]
+    assert [name for name, _ in replaced] == ["loss_function", "forward"]
     assert isinstance(model.model.norm, transformers.models.llama.modeling_llama.LlamaRMSNorm)
     assert model.loss_function is oink_causal_lm_loss
     unpatch(model)
     assert model.loss_function is transformers.loss.loss_utils.ForCausalLMLoss
+
+
+def test_fused_loss_with_num_items_and_shift_labels():
+    """The fused training forward follows ForCausalLMLoss: the sum over num_items_in_batch, and
+    caller-shifted labels; without grad the model's own forward (with logits) runs."""
+    stock, model = _build("qwen3"), _build("qwen3")
+    patch(model)
+    ids, labels = _batch()
+    shifted = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
+    for kwargs in ({"num_items_in_batch": torch.tensor(7)}, {"shift_labels": shifted}):
+        ref = stock(input_ids=ids, labels=labels, **kwargs).loss
+        got = model(input_ids=ids, labels=labels, **kwargs)
+        assert got.logits is None
+        torch.testing.assert_close(got.loss, ref, rtol=RTOL, atol=ATOL)
+    with torch.no_grad():
+        out = model(input_ids=ids, labels=labels)
+    assert out.logits is not None
+    torch.testing.assert_close(out.loss, stock(input_ids=ids, labels=labels).loss.detach())
 
 
 def test_custom_loss_left_alone_with_warning():

@@ -32,9 +32,11 @@ Loss (``loss=True``): a causal-LM model whose ``loss_function`` is transformers'
 ``ForCausalLMLoss`` gets an equivalent that calls ``oink.cross_entropy`` (labels shifted as
 transformers does, ``ignore_index=-100``, ``num_items_in_batch`` as transformers: a sum divided by
 it). The logits are upcast to float32 as transformers does; when that upcast makes a copy, the
-gradient is written over the copy (``inplace_backward``), saving an [M, V] buffer. The fused
-``oink.linear_cross_entropy`` (no logits held at all) is not wired in: it would need the model's
-forward replaced.
+gradient is written over the copy (``inplace_backward``), saving an [M, V] buffer. In training
+(labels given, grad mode on) a model whose output embedding is an ``nn.Linear`` computes its loss
+with ``oink.linear_cross_entropy`` from the last hidden states instead (the [M, V] logits are
+never held; Gemma's ``final_logit_softcapping`` is the softcap), and its forward returns
+``logits=None`` then, as Liger's does. Without labels or without grad, its own forward runs.
 
 Messages: a model class outside the covered families is left unchanged with a ``UserWarning``
 (``warnings.warn``); so is a loss that is not ``ForCausalLMLoss``.
@@ -45,7 +47,10 @@ torch.compile): hooks registered on the original norm modules are not carried ov
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import inspect
+import types
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,7 +58,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from oink._cross_entropy import cross_entropy
+from oink._cross_entropy import cross_entropy, linear_cross_entropy
 from oink.ops import layernorm, rmsnorm
 
 __all__ = [
@@ -192,6 +197,63 @@ class _PatchState:
     modules: list[tuple[str, nn.Module]] = field(default_factory=list)
     loss: Any = _MISSING  # the model's own `_loss_function` before the patch (or _MISSING)
     loss_patched: bool = False
+    forward_patched: bool = False  # the instance's forward runs the fused linear loss
+
+
+def _fused_loss_forward(model: nn.Module):
+    """The model's forward, except in training with labels: the base model's last hidden states
+    go to oink.linear_cross_entropy with the output embedding's weight (and bias), the labels
+    shifted as ForCausalLMLoss shifts them, and the logits are never made."""
+    original = type(model).forward
+    signature = inspect.signature(original)
+    output_type = signature.return_annotation
+    if not (dataclasses.is_dataclass(output_type) and "logits" in output_type.__dataclass_fields__):
+        return None
+
+    def forward(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        labels = bound.arguments.get("labels")
+        if labels is None or not torch.is_grad_enabled():
+            return original(self, *args, **kwargs)
+        extra = dict(bound.arguments.pop("kwargs", {}))
+        bound.arguments.pop("self")
+        bound.arguments.pop("labels")
+        bound.arguments.pop("logits_to_keep", None)
+        shift_labels = extra.pop("shift_labels", None)
+        num_items = extra.get("num_items_in_batch")
+        outputs = self.base_model(**bound.arguments, **extra)
+        hidden = outputs.last_hidden_state
+        if shift_labels is None:
+            shift_labels = nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
+        head = self.get_output_embeddings()
+        softcap = getattr(self.config, "final_logit_softcapping", None)
+        loss = linear_cross_entropy(
+            hidden,
+            head.weight,
+            shift_labels.to(device=hidden.device, dtype=torch.int64),
+            head.bias,
+            softcap=softcap,
+            reduction="sum" if num_items is not None else "mean",
+        )
+        if num_items is not None:
+            loss = loss / (num_items.to(loss.device) if torch.is_tensor(num_items) else num_items)
+        fields = output_type.__dataclass_fields__
+        passed = {k: v for k, v in outputs.items() if k in fields and k != "last_hidden_state"}
+        return output_type(loss=loss, logits=None, **passed)
+
+    return forward
+
+
+def _patch_forward(model: nn.Module, state: _PatchState) -> bool:
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if not isinstance(head, nn.Linear) or "forward" in model.__dict__:
+        return False
+    forward = _fused_loss_forward(model)
+    if forward is None:
+        return False
+    model.forward = types.MethodType(forward, model)
+    state.forward_patched = True
+    return True
 
 
 def _family_of(model: nn.Module) -> str | None:
@@ -293,6 +355,8 @@ def patch(model: nn.Module, norms: bool = True, loss: bool = True) -> list[tuple
         old_loss = getattr(model, "loss_function", None)
         if _patch_loss(model, state):
             replaced.append(("loss_function", old_loss))
+            if _patch_forward(model, state):
+                replaced.append(("forward", type(model).forward))
     object.__setattr__(model, _STATE_ATTR, state)
     return replaced
 
@@ -313,5 +377,8 @@ def unpatch(model: nn.Module) -> list[tuple[str, Any]]:
         else:
             model.__dict__["_loss_function"] = state.loss
         restored.append(("loss_function", model.loss_function))
+    if state.forward_patched:
+        del model.forward  # the class's forward again
+        restored.append(("forward", type(model).forward))
     object.__delattr__(model, _STATE_ATTR)
     return restored
