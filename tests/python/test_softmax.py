@@ -2,13 +2,16 @@
 -inf and extreme rows, batch invariance, autograd (gradcheck, torch.compile), opcheck and the
 errors, on the CPU; the same on CUDA when present."""
 
+import importlib
+import importlib.util
+
 import pytest
 import torch
 from torch.library import opcheck
 
 import oink
 
-from conftest import DEVICES, within_budget
+from conftest import DEVICES, requires_cuda, within_budget
 from sweep import padded_rows, ulp
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
@@ -177,3 +180,17 @@ def test_errors():
         oink.softmax_backward(torch.ones(2, 5, dtype=torch.float64), y)
     with pytest.raises(RuntimeError, match="softmax_backward.*argument 'dy' requires grad"):
         oink.softmax_backward(torch.ones(2, 5, requires_grad=True), y)
+
+
+@requires_cuda
+@pytest.mark.parametrize("peer", ["quack", "liger_kernel"])
+def test_against_peers(peer, gen):
+    """Where Quack or Liger is installed, its softmax and oink's agree within bf16 rounding."""
+    if importlib.util.find_spec(peer) is None:
+        pytest.skip(f"{peer} is not installed")
+    x = rows(512, 4096, torch.bfloat16, "cuda", gen)
+    if peer == "quack":
+        theirs = importlib.import_module("quack.softmax").softmax_fwd(x)
+    else:
+        theirs = importlib.import_module("liger_kernel.ops.softmax")._softmax_forward(x)[0]
+    torch.testing.assert_close(oink.softmax(x).float(), theirs.float(), rtol=1e-2, atol=1e-3)
