@@ -9,7 +9,7 @@
 #             code=sm_90a" builds one target instead of all of CMakeLists.txt's)
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck over tools/sanitize_cases.py,
 #             at once and beside the tests (SANITIZE_TOOLS="memcheck synccheck": some of them;
-#             SANITIZE_OPS=inference|training|backward|long: some of the cases)
+#             SANITIZE_OPS=inference|training|backward|long|layernorm|rows: some of the cases)
 #   test      pytest on the GPU: tests/python, PYTEST_WORKERS pytest-xdist workers (default 4);
 #             a test that ran out of GPU memory beside the sanitizers runs again
 #             (pytest-rerunfailures). PYTEST_K="not cpu": a -k selection
