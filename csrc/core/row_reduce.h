@@ -38,7 +38,8 @@ inline constexpr ReduceOpTraits kReduceOps[] = {
 //   op                              name                     streams reduces chunks targets
     {ReduceOp::kSoftmax,              "softmax",                1,     true,   4,     false},
     {ReduceOp::kSoftmaxBackward,      "softmax_backward",       2,     true,   2,     false},
-    {ReduceOp::kCrossEntropy,         "cross_entropy",          1,     true,   4,     true},
+    // 2: at 4 element-wise float16 chunks with the fused gradient, ptxas spilled on Blackwell
+    {ReduceOp::kCrossEntropy,         "cross_entropy",          1,     true,   2,     true},
     {ReduceOp::kCrossEntropyBackward, "cross_entropy_backward", 1,     false,  4,     true},
 };
 // clang-format on

@@ -261,8 +261,9 @@ TEST(ReducePlan, Examples) {
       {ReduceOp::kSoftmaxBackward, DType::kFloat16, 16384, 3, ReduceVariant::kRegisters, 2, 1024, 1,
        3},
       {ReduceOp::kSoftmaxBackward, DType::kFloat16, 16385, 3, ReduceVariant::kLooped, 0, 512, 1, 3},
-      {ReduceOp::kCrossEntropy, DType::kFloat32, 16384, 5, ReduceVariant::kRegisters, 4, 1024, 1,
-       5},
+      // cross_entropy holds at most 2 chunks: 1024 threads x 2 x 4 floats, then looped.
+      {ReduceOp::kCrossEntropy, DType::kFloat32, 8192, 5, ReduceVariant::kRegisters, 2, 1024, 1, 5},
+      {ReduceOp::kCrossEntropy, DType::kFloat32, 16384, 5, ReduceVariant::kLooped, 0, 512, 1, 5},
       {ReduceOp::kCrossEntropy, DType::kBFloat16, 128256, 5, ReduceVariant::kLooped, 0, 512, 1, 5},
       // No elements: no CTAs.
       {ReduceOp::kCrossEntropyBackward, DType::kBFloat16, 4096, 0, ReduceVariant::kRegisters, 2,
