@@ -32,7 +32,7 @@
 #include "device/reduce.cuh"
 #include "device/vec.cuh"
 #include "kernels/norm_row.cuh"
-#include "kernels/row_of.cuh"
+#include "kernels/row_op.cuh"
 
 namespace oink {
 

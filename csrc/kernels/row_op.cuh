@@ -1,16 +1,19 @@
 // Row ops: what tells the ops a schedule runs apart, as types the kernels are templates over (in
 // place of a flag per op). A row op says which row streams a row reads and writes besides x and
-// out, which reduction its statistics take, and which row type does its arithmetic (kFamily: how
-// values are summed, scaled and stored; NormRow for RMSNorm and the fused add, LayerNormRow for
-// LayerNorm). A schedule asks the op, never the op's name: a new op of a family is a new type
-// here plus its instantiations in norm_forward.cu's select_op.
+// out, which reduction its statistics take, and names the row type that does its arithmetic
+// (Row: how values are summed, scaled and stored; NormRow for RMSNorm and the fused add,
+// LayerNormRow for LayerNorm). A schedule asks the op, never the op's name: a new op of a family
+// is a new type here plus its instantiations in norm_forward.cu's select_op.
 #pragma once
 
 #include "device/reduce.cuh"
+#include "kernels/layernorm_row.cuh"
+#include "kernels/norm_row.cuh"
 
 namespace oink {
 
-// The row type an op's arithmetic lives in (kernels/row_of.cuh, RowOf).
+// The family an op's row type belongs to, for the schedules that take one family only (two_pass
+// and the cluster: RMSNorm's) and for the kernel table's instantiation sets.
 enum class RowFamily { kRmsNorm, kLayerNorm };
 
 // y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps).
@@ -25,11 +28,15 @@ struct RmsNormOp {
   static constexpr bool kSavesStats = false;
   template <typename Acc>
   using Statistic = device::Sum<Acc>;  // of the squares
+  template <typename T, typename W, bool kVector>
+  using Row = NormRow<T, W, RmsNormOp, kVector>;
 };
 
 // rmsnorm that also saves rstd per row (oink::rmsnorm_forward): the same bits in `out`.
 struct RmsNormSavingRstdOp : RmsNormOp {
   static constexpr bool kSavesStats = true;
+  template <typename T, typename W, bool kVector>
+  using Row = NormRow<T, W, RmsNormSavingRstdOp, kVector>;
 };
 
 // vLLM's fused_add_rms_norm, in place: residual <- x + residual (rounded to x's type), then
@@ -41,6 +48,8 @@ struct FusedAddRmsNormOp {
   static constexpr bool kSavesStats = false;
   template <typename Acc>
   using Statistic = device::Sum<Acc>;
+  template <typename T, typename W, bool kVector>
+  using Row = NormRow<T, W, FusedAddRmsNormOp, kVector>;
 };
 
 // y = (x - mean) * rstd * weight + bias over the row (kernels/layernorm_row.cuh): two
@@ -53,11 +62,19 @@ struct LayerNormOp {
   static constexpr bool kSavesStats = false;
   template <typename Acc>
   using Statistic = device::Sum<Acc>;
+  template <typename T, typename W, bool kVector>
+  using Row = LayerNormRow<T, W, LayerNormOp, kVector>;
 };
 
 // layernorm that also saves each row's mean and rstd (oink::layernorm_forward).
 struct LayerNormSavingStatsOp : LayerNormOp {
   static constexpr bool kSavesStats = true;
+  template <typename T, typename W, bool kVector>
+  using Row = LayerNormRow<T, W, LayerNormSavingStatsOp, kVector>;
 };
+
+// The row type an op names (for the schedules that are generic over it: registers, the tile).
+template <typename T, typename W, typename Op, bool kVector>
+using RowOf = typename Op::template Row<T, W, kVector>;
 
 }  // namespace oink
