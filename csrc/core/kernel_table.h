@@ -18,10 +18,6 @@
 
 namespace oink {
 
-// The row operations of one instantiation set. RMSNorm and rmsnorm_forward (which saves rstd)
-// share one set (the op type differs, the entries not); so do LayerNorm and layernorm_forward.
-enum class KernelOps : uint8_t { kRmsNorm, kFusedAdd, kLayerNorm };
-
 // Which weight dtypes an entry is instantiated for, x being float16, bfloat16 or float32.
 enum class KernelWeight : uint8_t {
   kAny,         // float16, bfloat16 or float32

@@ -22,7 +22,7 @@ constexpr int kSharedCtaThreads = 128;
 
 bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
   const int x_bytes = chunk_elems * dtype_size(p.x_dtype);  // always 16
-  const bool fused = p.op == NormOp::kFusedAddRmsNorm;
+  const bool fused = traits_of(p.op).adds_residual;
   if (p.cols % chunk_elems != 0) return false;
   if (p.x_align < x_bytes || !strides_multiple_of(p.x_strides, p.row_dims, chunk_elems))
     return false;
@@ -71,7 +71,7 @@ bool weight_wider_than_x(const NormProblem& p) {
 // with one stride (a cursor per CTA); other layouts take the registers schedule, which splits
 // each row index over the leading dimensions.
 bool op_streams(const NormProblem& p) {
-  return p.op == NormOp::kRmsNorm && p.row_dims.count == 1 && weight_wider_than_x(p);
+  return traits_of(p.op).streamed && p.row_dims.count == 1 && weight_wider_than_x(p);
 }
 
 // Rows of fewer lanes keep the registers schedule even with a float32 weight: 1.05-1.14x faster
@@ -97,7 +97,7 @@ bool streamed_lanes(int threads_per_row) {
 // geomean 1.017 rmsnorm, 0.998 fused with PDL, 1.02 both without), 0.96-0.99x at 256 and
 // 0.87-0.94x at 128.
 bool registers_fold(const NormProblem& p, int threads_per_row, bool vector_io) {
-  return vector_io && p.op != NormOp::kLayerNorm && threads_per_row >= kRegistersFoldMinLanes;
+  return vector_io && !traits_of(p.op).two_reductions && threads_per_row >= kRegistersFoldMinLanes;
 }
 
 bool streamed_pays(int64_t groups, int64_t grid) {
@@ -232,7 +232,7 @@ bool pairs_fill_last_wave(const NormProblem& p, const DeviceInfo& d, int slices)
 // rmsnorm's pairs were level or slower (0.97-1.02x at M >= 256), so its CTAs keep one slice.
 int cluster_slices_per_cta(const NormProblem& p, const DeviceInfo& d, int slices) {
   if (slices > kMaxClusterCtas) return 2;
-  if (p.op != NormOp::kFusedAddRmsNorm || d.sm_count <= 0) return 1;
+  if (!traits_of(p.op).adds_residual || d.sm_count <= 0) return 1;
   if (!cluster_fits(p, d, slices, 2, true)) return 1;
   const bool many = p.rows * slices >= int64_t{kFusedPairsMinSlicesPerSm} * d.sm_count;
   return many || pairs_fill_last_wave(p, d, slices) ? 2 : 1;
@@ -248,10 +248,10 @@ int cluster_slices_per_cta(const NormProblem& p, const DeviceInfo& d, int slices
 // half read at the store lengthens each CTA's chain.
 int weight_held_chunks(const NormProblem& p, const DeviceInfo& d, KernelVariant variant,
                        int64_t grid, int block_threads) {
-  if (p.op == NormOp::kLayerNorm) return 0;
+  if (!traits_of(p.op).holds_weight) return 0;
   const bool past_a_wave =
       d.sm_count > 0 && grid * block_threads > int64_t{kHeldWideWeightThreadsPerSm} * d.sm_count;
-  if (variant == KernelVariant::kCluster && p.op == NormOp::kRmsNorm && weight_wider_than_x(p) &&
+  if (variant == KernelVariant::kCluster && traits_of(p.op).streamed && weight_wider_than_x(p) &&
       past_a_wave) {
     return kTileSlotsPerThread / 2;
   }
@@ -279,13 +279,13 @@ bool tile_pays(const NormProblem& p, int threads_per_row, int64_t chunks, int64_
   if (threads_per_row == kMaxThreadsPerRow) return groups > d.sm_count;
   if (groups < kTileMinGroupsPerSm * d.sm_count) return false;
   // One stream (rmsnorm, layernorm) from there; the fused op where most lanes hold two chunks.
-  return p.op != NormOp::kFusedAddRmsNorm || 2 * chunks <= 3 * int64_t{threads_per_row};
+  return !traits_of(p.op).adds_residual || 2 * chunks <= 3 * int64_t{threads_per_row};
 }
 
 }  // namespace
 
 int64_t tile_smem_bytes(const NormProblem& p, int block_threads) {
-  const int streams = p.op == NormOp::kFusedAddRmsNorm ? 2 : 1;
+  const int streams = traits_of(p.op).streams;
   return int64_t{16} * kTileSlotsPerThread * block_threads * streams;
 }
 
@@ -329,7 +329,7 @@ int threads_per_row_for(int64_t cols, DType x_dtype) {
 }
 
 std::string cuda_forward_unsupported(const NormProblem& p) {
-  if (p.op != NormOp::kLayerNorm || slices_for(p.cols, p.x_dtype) == 1) return "";
+  if (traits_of(p.op).sliced_rows || slices_for(p.cols, p.x_dtype) == 1) return "";
   const int64_t limit = kSliceChunks * int64_t{16 / dtype_size(p.x_dtype)};
   return "must have N <= " + std::to_string(limit) + " (x.size(-1)) on CUDA for " +
          dtype_name(p.x_dtype) + " rows: layernorm's CUDA kernel holds a row in registers";
@@ -400,7 +400,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     const bool takes_tile =
         tile_fits(p, device, plan.threads_per_row, plan.chunks_per_row, plan.vector_io) &&
         tile_pays(p, plan.threads_per_row, plan.chunks_per_row, tile.groups, device);
-    if (p.op == NormOp::kLayerNorm && !takes_tile) {
+    if (!traits_of(p.op).sliced_rows && !takes_tile) {
       // Rows of one slice (longer ones are refused before planning: cuda_forward_unsupported),
       // held in registers for both statistics where the tile does not pay.
       plan.variant = KernelVariant::kRowInRegisters;
@@ -468,9 +468,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
 int forward_kernel_entry(const NormPlan& plan, const NormProblem& p) {
   const DType w = kernel_weight_dtype(p);
   if (p.x_dtype == DType::kFloat64 || w == DType::kFloat64) return -1;  // CPU only
-  const KernelOps ops = p.op == NormOp::kLayerNorm         ? KernelOps::kLayerNorm
-                        : p.op == NormOp::kFusedAddRmsNorm ? KernelOps::kFusedAdd
-                                                           : KernelOps::kRmsNorm;
+  const KernelOps ops = traits_of(p.op).kernel_ops;
   for (int i = 0; i < static_cast<int>(std::size(kForwardKernels)); ++i) {
     const ForwardKernel& k = kForwardKernels[i];
     if (k.ops == ops && k.variant == plan.variant && k.vector_io == plan.vector_io &&
@@ -485,10 +483,10 @@ int forward_kernel_entry(const NormPlan& plan, const NormProblem& p) {
 }
 
 std::string plan_violation(const NormPlan& plan, const NormProblem& p, const DeviceInfo& device) {
-  if (p.saves_stats && p.op == NormOp::kFusedAddRmsNorm) {
+  if (p.saves_stats && !traits_of(p.op).saves_stats) {
     return "the fused op saves no statistics (rmsnorm_forward and layernorm_forward do)";
   }
-  if (p.has_bias && p.op != NormOp::kLayerNorm) return "only layernorm has a bias";
+  if (p.has_bias && !traits_of(p.op).has_bias) return "only layernorm has a bias";
   if (plan.chunk_elems * dtype_size(p.x_dtype) != 16) return "chunk is not 16 bytes";
   if (plan.chunks_per_row * plan.chunk_elems < p.cols) return "chunks do not cover the row";
   if (plan.variant == KernelVariant::kCpu) {
@@ -668,7 +666,7 @@ PlanFacts plan_facts(const NormPlan& plan, const NormProblem& p, const DeviceInf
   put.number("N", p.cols);
   put.number("ld_x", p.ld_x());
   // 0: no residual (rmsnorm).
-  put.number("ld_residual", p.op == NormOp::kFusedAddRmsNorm ? p.residual_strides.s[0] : 0);
+  put.number("ld_residual", traits_of(p.op).adds_residual ? p.residual_strides.s[0] : 0);
   put.number("row_dims", p.row_dims.count);
   // Derived, for the reader: the chunks of one slice of the reduction layout (a cluster CTA's
   // share of a row; the whole row when it is one slice), and whether CTAs loop over row groups.

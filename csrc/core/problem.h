@@ -15,11 +15,42 @@ enum class NormOp : uint8_t {
   kLayerNorm,        // out = layernorm(x, weight, bias) (CUDA: the registers schedule only)
 };
 
-constexpr const char* op_name(NormOp op) {
-  return op == NormOp::kRmsNorm           ? "rmsnorm"
-         : op == NormOp::kFusedAddRmsNorm ? "fused_add_rms_norm"
-                                          : "layernorm";
-}
+// The row operations of one instantiation set of CUDA kernels (core/kernel_table.h). RMSNorm and
+// rmsnorm_forward (which saves rstd) share one set (the op type differs, the entries not); so do
+// LayerNorm and layernorm_forward.
+enum class KernelOps : uint8_t { kRmsNorm, kFusedAdd, kLayerNorm };
+
+// What tells the norm ops apart for the planner, as data: make_plan and plan_violation read the
+// op's row, never its name.
+struct NormOpTraits {
+  NormOp op;
+  const char* name;
+  int streams;          // row streams a row loads: x, or x and the residual
+  bool adds_residual;   // writes x and the residual in place (the fused op)
+  bool two_reductions;  // the mean, then the squared deviations (no folded register lanes)
+  bool saves_stats;     // has the form that saves its statistics (rmsnorm_forward, ...)
+  bool has_bias;        // may add a bias
+  bool sliced_rows;     // rows of several slices on CUDA (cluster, two_pass); else N <= a slice
+  bool streamed;        // the streamed kernel, and the cluster holding half a wider weight
+  bool holds_weight;    // tile and cluster threads hold weight chunks in registers
+  KernelOps kernel_ops;
+};
+
+// clang-format off
+inline constexpr NormOpTraits kNormOps[] = {
+//   op                         name                  streams residual 2 red. stats  bias   sliced streamed holds  kernels
+    {NormOp::kRmsNorm,          "rmsnorm",            1,      false,   false, true,  false, true,  true,    true,  KernelOps::kRmsNorm},
+    {NormOp::kFusedAddRmsNorm,  "fused_add_rms_norm", 2,      true,    false, false, false, true,  false,   true,  KernelOps::kFusedAdd},
+    {NormOp::kLayerNorm,        "layernorm",          1,      false,   true,  true,  true,  false, false,   false, KernelOps::kLayerNorm},
+};
+// clang-format on
+
+constexpr const NormOpTraits& traits_of(NormOp op) { return kNormOps[static_cast<int>(op)]; }
+static_assert(kNormOps[0].op == NormOp::kRmsNorm && kNormOps[1].op == NormOp::kFusedAddRmsNorm &&
+                  kNormOps[2].op == NormOp::kLayerNorm,
+              "kNormOps is indexed by NormOp");
+
+constexpr const char* op_name(NormOp op) { return traits_of(op).name; }
 
 // One call, described by what decides the schedule. Strides are in elements, 64-bit.
 struct NormProblem {
@@ -45,7 +76,7 @@ struct NormProblem {
   int64_t ld_x() const { return x_strides.s[0]; }
   // The tensor the op writes its normalised rows to: out, or x itself for the fused op.
   const RowStrides& written_strides() const {
-    return op == NormOp::kFusedAddRmsNorm ? x_strides : out_strides;
+    return traits_of(op).adds_residual ? x_strides : out_strides;
   }
 };
 
