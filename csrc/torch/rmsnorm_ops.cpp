@@ -57,7 +57,8 @@ Tensor rmsnorm(Tensor x, std::optional<Tensor> weight, double eps) {
 Tensor rmsnorm_out(Tensor x, std::optional<Tensor> weight, double eps, Tensor out) {
   require_kernels_for("rmsnorm.out", x);
   RowView x_rows;
-  NormProblem problem = check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps, &x_rows);
+  NormProblem problem =
+      check_norm_inputs(NormOp::kRmsNorm, x, weight, nullptr, eps, &x_rows, "rmsnorm.out");
   check_out(problem, "rmsnorm.out", x, x_rows, out);
   run_forward("rmsnorm.out", problem, args_of(x, out.data_ptr(), weight, eps), x);
   return out;

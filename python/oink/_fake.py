@@ -13,11 +13,11 @@ from oink._layout import rmsnorm_output
 
 
 def _on_x_device(op, x, **others):
-    """Raises, as the C++ checks word it, unless every tensor in `others` (None allowed) is on
-    x's device."""
+    """Raises ValueError, worded as the C++ checks word it (oink::ArgError), unless every tensor
+    in `others` (None allowed) is on x's device."""
     for name, t in others.items():
         if t is not None and t.device != x.device:
-            raise RuntimeError(
+            raise ValueError(
                 f"oink.{op}: argument '{name}' must be on x's device ({x.device}), but got "
                 f"{t.device}"
             )

@@ -58,6 +58,12 @@ class TestRmsNorm:
         x = torch.ones(4, 64, dtype=torch.int32, device=device)
         expect_error(oink.rmsnorm, x, arg="x", expected="float16, bfloat16 or float32", got="Int")
 
+    def test_out_variant_names_itself(self, device):
+        # Every check of rmsnorm.out, the weight's too, names rmsnorm.out.
+        x, w, out = t(4, 64, device=device), t(63, device=device), t(4, 64, device=device)
+        with pytest.raises(ValueError, match=r"^oink\.rmsnorm\.out: argument 'weight'"):
+            torch.ops.oink.rmsnorm.out(x, w, 1e-6, out=out)
+
     def test_float64_runs_on_the_cpu_only(self, device):
         x, w = t(4, 64, device=device), t(64, device=device)
         x64, w64 = x.double(), w.double()
