@@ -20,6 +20,7 @@ def main() -> int:
     sys.path.insert(0, str(folder))
     spec = importlib.util.spec_from_file_location("oink_peers", folder / "oink_peers.py")
     kit = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = kit  # before it runs: its dataclasses look their module up there
     spec.loader.exec_module(kit)
     kit.setup(
         site_dir=tempfile.mkdtemp(prefix="oink-peers-"),

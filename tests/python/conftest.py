@@ -44,3 +44,20 @@ def pytest_configure(config):
     choice = config.getoption("--oink-pdl")
     if choice is not None:
         oink.set_pdl(choice == "on")
+
+
+# Sweep cases of at least this many elements (M * N, both parameters) hold several GiB on the GPU
+# each with their float64 references: under pytest-xdist with --dist loadgroup they all run on one
+# worker, one at a time, so that parallel workers do not run out of GPU memory together
+# (tools/gpu_run.sh). Six workers running M=4097 rows of N=65536-131072 at once did on an H200.
+LARGE_CASE_ELEMENTS = 1 << 28
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        m, n = params.get("m"), params.get("n")
+        if params.get("device") != "cuda" or not isinstance(m, int) or not isinstance(n, int):
+            continue
+        if m * n >= LARGE_CASE_ELEMENTS:
+            item.add_marker(pytest.mark.xdist_group("large_gpu_cases"))
