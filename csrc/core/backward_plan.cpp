@@ -28,7 +28,10 @@ int backward_block_threads(int64_t cols, DType x_dtype) {
 
 WeightGradBlocks weight_grad_blocks_for(int64_t rows, int64_t cols, DType x_dtype) {
   const int block_threads = backward_block_threads(cols, x_dtype);
-  return {weight_grad_block_rows(rows, block_threads), weight_grad_blocks(rows, block_threads)};
+  // float64 rows run on the CPU only, in no cluster: their blocks are one-slice rows'.
+  const int slices = x_dtype == DType::kFloat64 ? 1 : slices_for(cols, x_dtype);
+  return {weight_grad_block_rows(rows, block_threads, slices),
+          weight_grad_blocks(rows, block_threads, slices)};
 }
 
 // Every row of x, dy and dx starts 16-byte aligned and N is whole chunks; the weight's chunks
@@ -51,7 +54,8 @@ bool backward_vector_io(const NormBackwardProblem& bp) {
 
 bool backward_wants_dense_rows(const NormBackwardProblem& bp) {
   const NormProblem& p = bp.rows;
-  return p.x_dtype != DType::kFloat64 && slices_for(p.cols, p.x_dtype) == 1 &&
+  return p.x_dtype != DType::kFloat64 &&
+         slices_for(p.cols, p.x_dtype) <= kBackwardMaxClusterSlices &&
          backward_chunks_per_thread(p.cols, p.x_dtype) > kBackwardElementwiseMaxChunks &&
          !backward_vector_io(bp) && p.cols % chunk_elems_of(bp) == 0;
 }
@@ -59,12 +63,19 @@ bool backward_wants_dense_rows(const NormBackwardProblem& bp) {
 std::optional<std::string> backward_unsupported(const NormBackwardProblem& bp) {
   const NormProblem& p = bp.rows;
   if (p.x_dtype == DType::kFloat64) return std::string("float64 rows run on the CPU only");
-  if (slices_for(p.cols, p.x_dtype) > 1) {
+  if (p.op == NormOp::kLayerNorm && slices_for(p.cols, p.x_dtype) > 1) {
     const int64_t limit = int64_t{kSliceChunks} * (16 / dtype_size(p.x_dtype));
     return "rows of N=" + std::to_string(p.cols) +
+           " elements: the CUDA layernorm backward kernel takes N <= " + std::to_string(limit) +
+           " for " + dtype_name(p.x_dtype) + " rows, as its forward does";
+  }
+  if (slices_for(p.cols, p.x_dtype) > kBackwardMaxClusterSlices) {
+    const int64_t limit =
+        int64_t{kBackwardMaxClusterSlices} * kSliceChunks * (16 / dtype_size(p.x_dtype));
+    return "rows of N=" + std::to_string(p.cols) +
            " elements: the CUDA backward kernel takes N <= " + std::to_string(limit) + " for " +
-           dtype_name(p.x_dtype) +
-           " rows in this version (longer rows would need the forward's row slices)";
+           dtype_name(p.x_dtype) + " rows (a cluster of at most " +
+           std::to_string(kBackwardMaxClusterSlices) + " CTAs, one slice each)";
   }
   if (backward_chunks_per_thread(p.cols, p.x_dtype) > kBackwardElementwiseMaxChunks &&
       !backward_vector_io(bp)) {
@@ -78,6 +89,19 @@ std::optional<std::string> backward_unsupported(const NormBackwardProblem& bp) {
   return std::nullopt;
 }
 
+std::optional<std::string> backward_unsupported_on(const NormBackwardProblem& bp,
+                                                   const DeviceInfo& device) {
+  if (auto why = backward_unsupported(bp)) return why;
+  if (slices_for(bp.rows.cols, bp.rows.x_dtype) > 1 && device.cc_major < 9) {
+    const int64_t limit = int64_t{kSliceChunks} * (16 / dtype_size(bp.rows.x_dtype));
+    return "rows of N=" + std::to_string(bp.rows.cols) + " elements: on compute capability " +
+           std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor) +
+           " the CUDA backward kernel takes N <= " + std::to_string(limit) + " for " +
+           dtype_name(bp.rows.x_dtype) + " rows (longer ones need thread block clusters, 9.0+)";
+  }
+  return std::nullopt;
+}
+
 BackwardPlan make_backward_plan(const NormBackwardProblem& bp) {
   const NormProblem& p = bp.rows;
   BackwardPlan plan;
@@ -87,6 +111,8 @@ BackwardPlan make_backward_plan(const NormBackwardProblem& bp) {
   plan.threads_per_row = backward_threads_per_row(p.cols, p.x_dtype);
   plan.chunks_per_thread = backward_chunks_per_thread(p.cols, p.x_dtype);
   plan.block_threads = backward_block_threads(p.cols, p.x_dtype);
+  plan.slices = slices_for(p.cols, p.x_dtype);
+  plan.cluster_ctas = plan.slices > 1 ? plan.slices : 0;
   plan.prefetch_next_row = plan.vector_io && plan.chunks_per_thread <= kBackwardPrefetchMaxChunks;
   const WeightGradBlocks blocks = weight_grad_blocks_for(p.rows, p.cols, p.x_dtype);
   plan.block_rows = blocks.block_rows;
@@ -102,7 +128,7 @@ int backward_kernel_entry(const BackwardPlan& plan) {
   for (int i = 0; i < static_cast<int>(kBackwardKernels.size()); ++i) {
     const BackwardKernel& k = kBackwardKernels[i];
     if (k.vector_io == plan.vector_io && k.chunks_per_thread == plan.chunks_per_thread &&
-        k.prefetch_next_row == plan.prefetch_next_row) {
+        k.prefetch_next_row == plan.prefetch_next_row && k.cluster == (plan.cluster_ctas > 0)) {
       return i;
     }
   }
@@ -122,8 +148,21 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
   }
   const int c = plan.chunks_per_thread;
   if (c != backward_chunks_per_thread(p.cols, p.x_dtype) ||
-      int64_t{c} * plan.threads_per_row < plan.chunks_per_row) {
+      int64_t{c} * plan.threads_per_row * plan.slices < plan.chunks_per_row) {
     return "chunks_per_thread must be 1, 2 or 4, covering the row";
+  }
+  if (plan.slices != slices_for(p.cols, p.x_dtype)) {
+    return "slices must be slices_for(N, dtype) (batch invariance of dx)";
+  }
+  if (plan.slices > 1) {
+    // A CTA's lanes and chunks are one slice exactly: the kernel finds slice s at s * kSliceChunks.
+    if (c * plan.threads_per_row != kSliceChunks || !plan.vector_io ||
+        plan.cluster_ctas != plan.slices || plan.slices > kBackwardMaxClusterSlices) {
+      return "a long row runs vector I/O in a cluster of one CTA per slice, each "
+             "threads_per_row * chunks_per_thread = kSliceChunks chunks";
+    }
+  } else if (plan.cluster_ctas != 0) {
+    return "rows of one slice run without a cluster";
   }
   if (p.op == NormOp::kLayerNorm && p.has_weight && p.w_dtype != DType::kFloat32) {
     return "layernorm's backward kernel takes a float32 weight (the binding widens it)";
@@ -133,9 +172,11 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
       plan.block_threads > kBackwardMaxThreads) {
     return "block_threads must be max(threads_per_row, 32): one row at a time, whole warps";
   }
+  // LayerNorm's rows are one slice (backward_unsupported), whose entries are all for_layernorm
+  // (tests/cpp/test_kernel_table.cpp).
   if (backward_kernel_entry(plan) < 0) {
     return "no instantiated backward kernel (core/kernel_table.h) has the plan's vector_io, "
-           "chunks_per_thread and prefetch_next_row";
+           "chunks_per_thread, prefetch_next_row and cluster";
   }
   // The CPU kernels take these blocks too: a function of M, N and the dtype, never the device's.
   const WeightGradBlocks blocks = weight_grad_blocks_for(p.rows, p.cols, p.x_dtype);

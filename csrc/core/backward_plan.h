@@ -31,22 +31,27 @@ inline constexpr int kWeightGradSmallCtaThreads = 256;
 inline constexpr int64_t kMaxWeightGradBlocksSmallCta = 256;  // CTAs of at most 256 threads
 inline constexpr int64_t kMaxWeightGradBlocksLargeCta = 128;  // CTAs of more (512 threads)
 
-constexpr int64_t weight_grad_max_blocks(int block_threads) {
-  return block_threads <= kWeightGradSmallCtaThreads ? kMaxWeightGradBlocksSmallCta
-                                                     : kMaxWeightGradBlocksLargeCta;
+// A block of a row longer than one slice is walked by a cluster of `slices` CTAs (one a slice):
+// the wave's CTAs are shared out between the clusters, so that it holds at most
+// weight_grad_max_blocks(block_threads) CTAs (at least one cluster).
+constexpr int64_t weight_grad_max_blocks(int block_threads, int slices = 1) {
+  const int64_t ctas = block_threads <= kWeightGradSmallCtaThreads ? kMaxWeightGradBlocksSmallCta
+                                                                   : kMaxWeightGradBlocksLargeCta;
+  return std::max<int64_t>(1, ctas / slices);
 }
 
-// Rows per weight-gradient block of M = `rows` rows walked by CTAs of `block_threads` threads: at
-// least kMinWeightGradBlockRows rows, at most weight_grad_max_blocks(block_threads) blocks.
-constexpr int64_t weight_grad_block_rows(int64_t rows, int block_threads) {
-  const int64_t max_blocks = weight_grad_max_blocks(block_threads);
+// Rows per weight-gradient block of M = `rows` rows walked by CTAs of `block_threads` threads (a
+// cluster of `slices` of them per block): at least kMinWeightGradBlockRows rows, at most
+// weight_grad_max_blocks(block_threads, slices) blocks.
+constexpr int64_t weight_grad_block_rows(int64_t rows, int block_threads, int slices = 1) {
+  const int64_t max_blocks = weight_grad_max_blocks(block_threads, slices);
   return std::max(kMinWeightGradBlockRows, (rows + max_blocks - 1) / max_blocks);
 }
 
 // Blocks of weight_grad_block_rows rows; at least one, so that an empty batch has one block of
 // zero partials and a zero weight gradient without a special case.
-constexpr int64_t weight_grad_blocks(int64_t rows, int block_threads) {
-  const int64_t block_rows = weight_grad_block_rows(rows, block_threads);
+constexpr int64_t weight_grad_blocks(int64_t rows, int block_threads, int slices = 1) {
+  const int64_t block_rows = weight_grad_block_rows(rows, block_threads, slices);
   return std::max<int64_t>(1, (rows + block_rows - 1) / block_rows);
 }
 
@@ -56,9 +61,9 @@ struct WeightGradBlocks {
 };
 
 // The blocks of M rows of N elements of `x_dtype`: those of CUDA CTAs of
-// backward_block_threads(N, dtype) threads. The one function the CUDA plan, the CPU kernels and
-// the bindings take, so every device sums the same blocks (the CPU for any N and dtype, float64
-// and rows CUDA refuses included).
+// backward_block_threads(N, dtype) threads, in clusters of slices_for(N, dtype). The one function
+// the CUDA plan, the CPU kernels and the bindings take, so every device sums the same blocks (the
+// CPU for any N and dtype, float64 and rows CUDA refuses included).
 WeightGradBlocks weight_grad_blocks_for(int64_t rows, int64_t cols, DType x_dtype);
 
 // A backward CTA has at most 512 threads, so 128 registers each: a thread holds its columns'
@@ -88,10 +93,19 @@ int backward_threads_per_row(int64_t cols, DType x_dtype);
 // The backward CTA's threads: max(backward_threads_per_row, 32), whole warps, one row at a time.
 int backward_block_threads(int64_t cols, DType x_dtype);
 
-// The backward on CUDA (kernels/norm_backward.cuh): one CTA per weight-gradient block, which
-// walks its rows in order, a whole row at a time (the forward's reduction lanes, one chunk or two
-// per thread), keeps its columns' weight and partial sums in registers, and writes one partial
-// row; a second kernel adds the partials in block order per column.
+// Rows longer than one slice (kSliceChunks chunks) run in a thread block cluster per
+// weight-gradient block, one CTA a slice (kBackwardMaxThreads threads of
+// kBackwardMaxChunksPerThread chunks: a slice exactly), so up to kMaxClusterCtas slices: N <=
+// 262144 at 16 bits, 131072 at float32. Every CTA walks the block's rows in the same order; a
+// row's sums are its slices' sums, exchanged through distributed shared memory and added in slice
+// order. Needs thread block clusters: compute capability 9.0 (backward_unsupported_on).
+inline constexpr int kBackwardMaxClusterSlices = kMaxClusterCtas;
+
+// The backward on CUDA (kernels/norm_backward.cuh): one CTA per weight-gradient block (a cluster
+// of one CTA per slice for long rows), which walks its rows in order, a whole row at a time (the
+// forward's reduction lanes, one chunk or two per thread; a slice's 512 lanes of 4 chunks), keeps
+// its columns' weight and partial sums in registers, and writes one partial row; a second kernel
+// adds the partials in block order per column.
 struct BackwardPlan {
   int chunk_elems = 8;         // elements of x in one 16-byte chunk
   int64_t chunks_per_row = 0;  // ceil(N / chunk_elems)
@@ -99,12 +113,14 @@ struct BackwardPlan {
   int threads_per_row = 1;     // backward_threads_per_row(N, dtype)
   int chunks_per_thread = 1;   // 1, 2 or 4: ceil(chunks / threads_per_row) to a power of two
   int block_threads = 32;      // backward_block_threads(N, dtype): max(threads_per_row, 32)
+  int slices = 1;              // slices_for(N, dtype): a CTA each
+  int cluster_ctas = 0;        // slices > 1: CTAs per cluster (= slices); 0: no cluster
   // Loads of the next row are issued before the current row's reduction: vector I/O (raw 16-byte
   // chunks wait in registers) and at most kBackwardPrefetchMaxChunks chunks per thread.
   bool prefetch_next_row = false;
   // weight_grad_blocks_for(M, N, dtype): at most weight_grad_max_blocks(block_threads) blocks.
   int64_t block_rows = 0;    // rows per block, at least kMinWeightGradBlockRows
-  int64_t blocks = 0;        // CTAs of the row kernel, partial rows
+  int64_t blocks = 0;        // CTAs (clusters) of the row kernel, partial rows
   int partial_bytes = 4;     // a partial's type: float, or double for float32 rows (as the forward)
   int reduce_threads = 256;  // the partials' reduction: one thread per column
   int64_t reduce_grid = 0;
@@ -119,12 +135,16 @@ bool backward_vector_io(const NormBackwardProblem& problem);
 // that layout) instead of refusing the call.
 bool backward_wants_dense_rows(const NormBackwardProblem& problem);
 
-// Why the CUDA kernel cannot take this problem (a sentence for the user), or nothing. Rows longer
-// than one slice (kSliceChunks chunks: N > 16384 at 16 bits, > 8192 at float32) would hold more
-// than kBackwardMaxChunksPerThread chunks per thread; unaligned rows longer than the element-wise
-// kernel holds, of an N that is not whole 16-byte chunks (dense copies would not be aligned
-// either); float64 runs on the CPU only.
+// Why the CUDA kernel cannot take this problem (a sentence for the user), or nothing. Rows of
+// more than kBackwardMaxClusterSlices slices; unaligned rows longer than the element-wise kernel
+// holds, of an N that is not whole 16-byte chunks (dense copies would not be aligned either);
+// float64 runs on the CPU only.
 std::optional<std::string> backward_unsupported(const NormBackwardProblem& problem);
+
+// The same on `device`: rows of more than one slice also need thread block clusters (compute
+// capability 9.0 and up).
+std::optional<std::string> backward_unsupported_on(const NormBackwardProblem& problem,
+                                                   const DeviceInfo& device);
 
 // Precondition: backward_unsupported(problem) is empty. Throws std::logic_error if the plan it
 // built breaks an invariant (a bug in the planner).

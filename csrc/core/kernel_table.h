@@ -139,12 +139,20 @@ struct BackwardKernel {
   bool vector_io;
   int chunks_per_thread;  // the kernel's kChunks
   bool prefetch_next_row;
+  bool cluster;        // a cluster of CTAs per weight-gradient block, one per slice of a long row
+  bool for_layernorm;  // instantiated for LayerNorm's gradient too, not RMSNorm's alone
 };
 
 // Vector I/O prefetches the next row at 1 or 2 chunks a thread and reloads the weight from L1 at
-// 4; element-wise rows take 1 or 2 chunks (more spilled).
-inline constexpr std::array<BackwardKernel, 5> kBackwardKernels = {
-    {{true, 1, true}, {true, 2, true}, {true, 4, false}, {false, 1, false}, {false, 2, false}}};
+// 4; element-wise rows take 1 or 2 chunks (more spilled). Long rows: vector I/O, 4 chunks, a
+// cluster, RMSNorm only: LayerNorm's bias partials beside the cluster's state spilled 4-28 bytes
+// (ptxas, sm_90a), and its forward takes one slice (plan.h, cuda_forward_unsupported).
+inline constexpr std::array<BackwardKernel, 6> kBackwardKernels = {{{true, 1, true, false, true},
+                                                                    {true, 2, true, false, true},
+                                                                    {true, 4, false, false, true},
+                                                                    {false, 1, false, false, true},
+                                                                    {false, 2, false, false, true},
+                                                                    {true, 4, false, true, false}}};
 
 // The entry a backward plan launches (its index in kBackwardKernels), or -1.
 int backward_kernel_entry(const BackwardPlan& plan);

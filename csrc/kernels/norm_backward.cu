@@ -1,11 +1,13 @@
 // rmsnorm_backward and layernorm_backward on CUDA: the plan's row kernel (its gradient policy by
 // the problem's op), then the parameter gradients' ordered reductions
 // (kernels/norm_backward.cuh). No PDL: a training step's kernels are long next to their launch.
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
 
 #include "core/kernel_table.h"
+#include "kernels/kernel_setup.cuh"
 #include "kernels/launch.h"
 #include "kernels/launch_kernel.cuh"
 #include "kernels/norm_backward.cuh"
@@ -74,17 +76,28 @@ template <template <typename> class GradOf, typename T, typename W>
 cudaError_t launch_typed(const BackwardPlan& plan, const NormBackwardProblem& bp,
                          const BackwardArgs& args, cudaStream_t stream) {
   const BackwardParams params = backward_params(plan, bp, args);
-  const dim3 grid(static_cast<unsigned>(plan.blocks)), block(plan.block_threads);
+  // A cluster of one CTA per slice per block for long rows (grid.x a multiple of the cluster).
+  const dim3 grid(static_cast<unsigned>(plan.blocks * std::max(plan.cluster_ctas, 1))),
+      block(plan.block_threads);
   // The entry of core/kernel_table.h the plan names (backward_plan_violation checks there is
   // one): a fold over the table, which names every row kernel compiled here.
   const int entry = backward_kernel_entry(plan);
   cudaError_t err = cudaErrorInvalidConfiguration;
+  constexpr bool kLayerNorm = std::is_same_v<GradOf<float>, LayerNormGrad<float>>;
   const auto launch_entry = [&](auto index) {
     constexpr BackwardKernel k = kBackwardKernels[decltype(index)::value];
-    if (entry == decltype(index)::value) {
-      err = launch_kernel(
-          norm_backward_kernel<GradOf, T, W, k.vector_io, k.chunks_per_thread, k.prefetch_next_row>,
-          grid, block, 0, false, stream, params);
+    constexpr bool kInstantiated = k.for_layernorm || !kLayerNorm;
+    if constexpr (kInstantiated) {
+      if (entry != decltype(index)::value) return;
+      constexpr auto kernel = norm_backward_kernel<GradOf, T, W, k.vector_io, k.chunks_per_thread,
+                                                   k.prefetch_next_row, k.cluster>;
+      err = k.cluster ? allow_non_portable_clusters<kernel>() : cudaSuccess;
+      BackwardParams copy = params;
+      void* kernel_args[] = {&copy};
+      if (err == cudaSuccess) {
+        err = launch_kernel(reinterpret_cast<const void*>(kernel), grid, block, 0, false, stream,
+                            kernel_args, plan.cluster_ctas);
+      }
     }
   };
   for_each_entry(launch_entry, std::make_index_sequence<kBackwardKernels.size()>{});

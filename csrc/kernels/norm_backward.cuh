@@ -21,6 +21,16 @@
 // vector I/O the loads of the next row are issued before the current row's reduction: its
 // barrier would otherwise leave the SM without loads in flight.
 //
+// Rows longer than one slice (kCluster): a thread block cluster per block, one CTA per slice, each
+// the kernel above over its slice's columns (512 lanes of 4 chunks). Every CTA of the cluster
+// walks the same rows; a row's slice sums are sent into every CTA's shared memory, one cluster
+// barrier a row makes them visible, and each CTA adds them in slice order (so the row's sums,
+// hence dx, have the same bits in every CTA and depend on N, not on the batch). Two buffers of
+// slice sums, alternate rows: a CTA can be at most one row ahead of another, since it cannot pass
+// row i + 1's barrier before every CTA has arrived there, after reading row i's sums. The cluster
+// barrier arrived on at the start and waited for before the first send is what tells that every
+// CTA has started; none exits before the last row's barrier, after every send into it.
+//
 // weight_grad_reduce_kernel: dweight[j] = the blocks' partials of column j added in block order,
 // rounded once to the weight's dtype. No atomics: the same bits on every run. Its loads run ahead
 // of its adds (kWeightGradReduceLoadsInFlight), never its order.
@@ -38,6 +48,7 @@
 #include "core/backward_plan.h"
 #include "core/plan.h"
 #include "core/rows.h"
+#include "device/async.cuh"
 #include "device/reduce.cuh"
 #include "device/vec.cuh"
 
@@ -159,10 +170,22 @@ constexpr bool holds_weight(bool vector, int chunks, bool prefetch) {
   return vector && chunks <= kBackwardPrefetchMaxChunks && !(kBiasGrad && prefetch && chunks == 2);
 }
 
+// A row's slice sums sent to CTA `rank` of the cluster: one value or a pair (LayerNorm's two).
+template <typename V>
+__device__ __forceinline__ void send_slice_sums(V* local, uint32_t rank, V value) {
+  device::store_to_cluster_rank(local, rank, value);
+}
+template <typename Acc>
+__device__ __forceinline__ void send_slice_sums(device::Pair<Acc>* local, uint32_t rank,
+                                                device::Pair<Acc> value) {
+  device::store_to_cluster_rank(&local->a, rank, value.a);
+  device::store_to_cluster_rank(&local->b, rank, value.b);
+}
+
 // GradOf: RmsNormGrad or LayerNormGrad (of device::RowAcc<T>); T: x/dy/dx element type; W:
 // weight element type; kVector: every chunk a whole, aligned 16-byte vector (else element by
 // element, bounds-checked); kChunks: the plan's chunks_per_thread; kPrefetch: the plan's
-// prefetch_next_row.
+// prefetch_next_row; kCluster: a cluster per block, one CTA per slice of a long row.
 //
 // Registers (128 a thread: core/backward_plan.h, kBackwardMaxThreads): a thread holds its
 // columns' partial sums for the whole block, and with vector I/O its row's chunks as raw words
@@ -171,13 +194,16 @@ constexpr bool holds_weight(bool vector, int chunks, bool prefetch) {
 // used (the second use hits L1); at 4 chunks a thread they spilled (ptxas), so the plan never asks
 // for that.
 template <template <typename> class GradOf, typename T, typename W, bool kVector, int kChunks,
-          bool kPrefetch>
+          bool kPrefetch, bool kCluster>
 __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
     norm_backward_kernel(const BackwardParams p) {
   static_assert(kChunks == 1 || kChunks == 2 || (kVector && kChunks == kBackwardMaxChunksPerThread),
                 "the plan's 1, 2 or (vector I/O) 4 chunks");
   static_assert(!kPrefetch || (kVector && kChunks <= kBackwardPrefetchMaxChunks),
                 "prefetching holds two rows of raw 16-byte chunks");
+  static_assert(!kCluster || (kVector && !kPrefetch && kChunks == kBackwardMaxChunksPerThread &&
+                              kChunks * kBackwardMaxThreads == kSliceChunks),
+                "a cluster CTA's 512 lanes of 4 vector chunks are one slice (backward_plan.h)");
   constexpr int kElems = 16 / sizeof(T);
   using XVec = device::Vec<T, kElems>;
   using WVec = device::Vec<W, kElems>;
@@ -188,6 +214,10 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   // Alternate rows' warp sums: a fast warp may write row i + 1's while a slow one reads row i's.
   static_assert(kBackwardMaxThreads / 32 <= kMaxWarpsPerCta, "a warp value per warp");
   __shared__ alignas(16) Sums warp_sums[2][kMaxWarpsPerCta];
+  if constexpr (kCluster) device::cluster_arrive_relaxed();
+  const int slice = kCluster ? static_cast<int>(device::cluster_rank()) : 0;
+  const int64_t block = kCluster ? int64_t{device::cluster_index()} : int64_t{blockIdx.x};
+  const int64_t slice_first = int64_t{slice} * kSliceChunks;  // the slice's first chunk
 
   const int tpr = p.threads_per_row;
   const int lane = threadIdx.x;  // block_threads = max(tpr, 32): lanes >= tpr own no chunk
@@ -196,8 +226,8 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   int64_t col[kChunks];
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
-    col[i] = (lane + int64_t{i} * tpr) * kElems;
-    mine[i] = lane < tpr && lane + int64_t{i} * tpr < p.chunks_per_row;
+    col[i] = (slice_first + lane + int64_t{i} * tpr) * kElems;
+    mine[i] = lane < tpr && slice_first + lane + int64_t{i} * tpr < p.chunks_per_row;
   }
 
   // This thread's columns of the weight, for every row of the block: held as loaded where
@@ -243,7 +273,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
     }
   }
 
-  const int64_t first = int64_t{blockIdx.x} * p.block_rows;
+  const int64_t first = block * p.block_rows;
   const int64_t end = first + p.block_rows < p.rows ? first + p.block_rows : p.rows;
   const T* const x = static_cast<const T*>(p.x);
   const T* const dy = static_cast<const T*>(p.dy);
@@ -321,6 +351,18 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
       }
     }
     sums = device::row_reduce<typename Grad::Combine>(sums, tpr, warp_sums[parity]);
+    if constexpr (kCluster) {
+      if (row == first) device::cluster_wait();  // every CTA of the cluster has started
+      // Alternate rows' slice sums, one per CTA of the cluster.
+      __shared__ Sums slice_sums[2][kBackwardMaxClusterSlices];
+      const int ctas = static_cast<int>(device::cluster_ctas());  // the row's slices
+      Sums* const row_sums = slice_sums[parity];
+      if (lane < ctas) send_slice_sums(&row_sums[slice], static_cast<uint32_t>(lane), sums);
+      static_assert(kBackwardMaxClusterSlices <= 32, "the senders (lane < ctas) are one warp");
+      device::cluster_sync_released_by(lane < 32);
+      sums = Grad::Combine::identity();
+      for (int k = 0; k < ctas; ++k) sums = Grad::Combine::combine(sums, row_sums[k]);
+    }
     parity ^= 1;
     Acc inv_cols;
     if constexpr (std::is_same_v<Acc, double>) {
@@ -352,8 +394,11 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
     }
   }
 
+  if constexpr (kCluster) {
+    if (first >= end) device::cluster_wait();  // no rows: the start barrier still completes
+  }
   if (weight_grad) {
-    Acc* const out = static_cast<Acc*>(p.partials) + int64_t{blockIdx.x} * n;
+    Acc* const out = static_cast<Acc*>(p.partials) + block * n;
 #pragma unroll
     for (int i = 0; i < kChunks; ++i) {
       if (mine[i]) {
@@ -366,7 +411,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   }
   if constexpr (Grad::kBiasGrad) {
     if (bias_grad) {
-      Acc* const out = static_cast<Acc*>(p.bias_partials) + int64_t{blockIdx.x} * n;
+      Acc* const out = static_cast<Acc*>(p.bias_partials) + block * n;
 #pragma unroll
       for (int i = 0; i < kChunks; ++i) {
         if (mine[i]) {

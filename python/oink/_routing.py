@@ -22,8 +22,8 @@ A call is routed when all of these hold, and passed to PyTorch otherwise (never 
   and any mix on CUDA, raise in PyTorch and still do);
 * x's rows do not overlap and their leading dimensions coalesce into at most four;
 * CUDA limits: layer_norm N <= 16384 (float32: 8192); when a gradient is needed (grad mode on
-  and an input requires grad) rms_norm too, and rows longer than 8192 (float32: 4096) must be
-  whole 16-byte chunks;
+  and an input requires grad) rms_norm N <= 262144 (float32: 131072; below compute capability
+  9.0, 16384 and 8192), and rows longer than 8192 (float32: 4096) must be whole 16-byte chunks;
 * no autocast on x's device unless every tensor is float32 (autocast's policy for norms may cast
   16-bit inputs to float32 there), no forward-mode AD level and no torch.func transform active.
 
@@ -159,11 +159,11 @@ class _Route(TorchFunctionMode):
         return True
 
     @staticmethod
-    def _cuda_rows(x, n, params, grad: bool) -> bool:
-        """oink's CUDA row limits: a slice (16384 16-bit, 8192 float32 elements); the backward's
-        unaligned rows up to half that unless N is whole 16-byte chunks."""
+    def _cuda_rows(x, n, grad: bool, slices: int = 1) -> bool:
+        """oink's CUDA row limits: `slices` slices of 16384 16-bit (8192 float32) elements; the
+        backward's unaligned rows up to half a slice unless N is whole 16-byte chunks."""
         wide = x.dtype == torch.float32
-        if n > (8192 if wide else 16384):
+        if n > slices * (8192 if wide else 16384):
             return False
         if grad and n > (4096 if wide else 8192) and n % (4 if wide else 8) != 0:
             return False
@@ -182,7 +182,10 @@ class _Route(TorchFunctionMode):
         elif x.dtype not in _FLOATS or (weight is not None and weight.dtype not in _FLOATS):
             return False
         if x.device.type == "cuda" and self._needs_grad((x, weight)):
-            return self._cuda_rows(x, x.shape[-1], (weight,), True)
+            # The backward's long rows run in a thread block cluster, one CTA a slice (16 at
+            # most): compute capability 9.0 and up.
+            clusters = torch.cuda.get_device_capability(x.device)[0] >= 9
+            return self._cuda_rows(x, x.shape[-1], True, 16 if clusters else 1)
         return True
 
     def _takes_ln(self, x, shape, weight, bias) -> bool:
@@ -196,9 +199,7 @@ class _Route(TorchFunctionMode):
         if dtypes and dtypes != {x.dtype} and not mixed:
             return False
         if x.device.type == "cuda":
-            return self._cuda_rows(
-                x, x.shape[-1], (weight, bias), self._needs_grad((x, weight, bias))
-            )
+            return self._cuda_rows(x, x.shape[-1], self._needs_grad((x, weight, bias)))
         return True
 
 

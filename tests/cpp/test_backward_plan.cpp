@@ -1,6 +1,7 @@
 // The backward passes' weight-gradient blocks and the CUDA backward plan: the blocks depend on
 // M and the CTA's threads (N and the dtype) alone and cover every row once, at most 256 of them
-// for CTAs of up to 256 threads, 128 for 512-thread CTAs; the plan keeps the forward's lanes, takes
+// for CTAs of up to 256 threads, 128 for 512-thread CTAs (shared out between a long row's
+// clusters); the plan keeps the forward's lanes, takes
 // vector I/O exactly when every stream is aligned, refuses what its kernel cannot run with a
 // sentence naming N, and backward_plan_violation catches broken plans.
 #include <gtest/gtest.h>
@@ -168,15 +169,78 @@ TEST(MakeBackwardPlan, VectorIoExactlyWhenEveryStreamIsAligned) {
 }
 
 TEST(BackwardUnsupported, NamesTheLimit) {
-  EXPECT_FALSE(backward_unsupported(backward(DType::kBFloat16, 16384, 4)));
-  const auto long_row = backward_unsupported(backward(DType::kBFloat16, 16392, 4));
+  // Up to 16 slices, a cluster CTA each: 16-bit N <= 262144, float32 N <= 131072.
+  EXPECT_FALSE(backward_unsupported(backward(DType::kBFloat16, 16392, 4)));
+  EXPECT_FALSE(backward_unsupported(backward(DType::kBFloat16, 262144, 4)));
+  const auto long_row = backward_unsupported(backward(DType::kBFloat16, 262152, 4));
   ASSERT_TRUE(long_row);
-  EXPECT_NE(long_row->find("N=16392"), std::string::npos) << *long_row;
-  EXPECT_NE(long_row->find("N <= 16384"), std::string::npos) << *long_row;
-  const auto long_float = backward_unsupported(backward(DType::kFloat32, 8200, 4));
+  EXPECT_NE(long_row->find("N=262152"), std::string::npos) << *long_row;
+  EXPECT_NE(long_row->find("N <= 262144"), std::string::npos) << *long_row;
+  EXPECT_FALSE(backward_unsupported(backward(DType::kFloat32, 131072, 4)));
+  const auto long_float = backward_unsupported(backward(DType::kFloat32, 131076, 4));
   ASSERT_TRUE(long_float);
-  EXPECT_NE(long_float->find("N <= 8192"), std::string::npos) << *long_float;
+  EXPECT_NE(long_float->find("N <= 131072"), std::string::npos) << *long_float;
   EXPECT_TRUE(backward_unsupported(backward(DType::kFloat64, 64, 4)));
+  // Clusters need compute capability 9.0: below it, rows of one slice.
+  DeviceInfo ampere;
+  ampere.cc_major = 8;
+  DeviceInfo hopper;
+  hopper.cc_major = 9;
+  EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 16384, 4), ampere));
+  const auto no_cluster = backward_unsupported_on(backward(DType::kBFloat16, 16392, 4), ampere);
+  ASSERT_TRUE(no_cluster);
+  EXPECT_NE(no_cluster->find("N <= 16384"), std::string::npos) << *no_cluster;
+  EXPECT_NE(no_cluster->find("compute capability 8.0"), std::string::npos) << *no_cluster;
+  EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 16392, 4), hopper));
+  EXPECT_TRUE(backward_unsupported_on(backward(DType::kBFloat16, 262152, 4), hopper));
+}
+
+// Rows longer than one slice: a cluster of one 512-thread CTA per slice (4 chunks a thread: the
+// slice exactly), vector I/O, no prefetch; the blocks share one wave of 128 such CTAs.
+TEST(MakeBackwardPlan, LongRowsRunAClusterOfOneCtaPerSlice) {
+  for (const DType x : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    const int64_t slice = x == DType::kFloat32 ? 8192 : 16384;
+    for (const int64_t n : {slice + 8, 2 * slice, 3 * slice - 8, 5 * slice, 16 * slice}) {
+      for (const int64_t m : {int64_t{0}, int64_t{1}, int64_t{37}, int64_t{4096}}) {
+        const NormBackwardProblem bp = backward(x, n, m);
+        ASSERT_FALSE(backward_unsupported(bp)) << n;
+        const BackwardPlan plan = make_backward_plan(bp);
+        EXPECT_EQ(backward_plan_violation(plan, bp), "");
+        const int slices = static_cast<int>((n + slice - 1) / slice);
+        EXPECT_EQ(plan.slices, slices) << n;
+        EXPECT_EQ(plan.cluster_ctas, slices) << n;
+        EXPECT_EQ(plan.threads_per_row, kBackwardMaxThreads);
+        EXPECT_EQ(plan.block_threads, kBackwardMaxThreads);
+        EXPECT_EQ(plan.chunks_per_thread, kBackwardMaxChunksPerThread);
+        EXPECT_TRUE(plan.vector_io);
+        EXPECT_FALSE(plan.prefetch_next_row);
+        EXPECT_EQ(plan.blocks, weight_grad_blocks(m, kBackwardMaxThreads, slices));
+        EXPECT_LE(plan.blocks * slices, std::max(128, slices)) << n << " " << m;
+        // The CPU kernels take the same blocks.
+        const WeightGradBlocks cpu = weight_grad_blocks_for(m, n, x);
+        EXPECT_EQ(cpu.blocks, plan.blocks);
+        EXPECT_EQ(cpu.block_rows, plan.block_rows);
+      }
+    }
+  }
+  EXPECT_EQ(weight_grad_blocks(4096, 512, 16), 8);  // 8 clusters of 16 CTAs: 512 rows each
+  EXPECT_EQ(weight_grad_blocks(4096, 512, 2), 64);
+  EXPECT_EQ(weight_grad_blocks(4096, 512, 3), 42);
+  // Unaligned long rows are copied into dense tensors when N is whole chunks; else refused.
+  NormBackwardProblem unaligned = backward(DType::kBFloat16, 32768, 4);
+  unaligned.dy_align = 2;
+  EXPECT_TRUE(backward_wants_dense_rows(unaligned));
+  EXPECT_TRUE(backward_unsupported(unaligned));  // as it stands, before the copy
+  NormBackwardProblem odd = backward(DType::kBFloat16, 32767, 4);
+  EXPECT_FALSE(backward_wants_dense_rows(odd));
+  EXPECT_TRUE(backward_unsupported(odd));
+  // LayerNorm's backward takes its forward's rows: one slice.
+  NormBackwardProblem layernorm = backward(DType::kBFloat16, 16392, 4, true, DType::kFloat32);
+  layernorm.rows.op = NormOp::kLayerNorm;
+  const auto why = backward_unsupported(layernorm);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("layernorm"), std::string::npos) << *why;
+  EXPECT_NE(why->find("N <= 16384"), std::string::npos) << *why;
 }
 
 // Unaligned rows take the element-wise kernel, up to 2 chunks a thread (16-bit N <= 8192); longer
@@ -321,8 +385,30 @@ TEST(BackwardPlanViolation, CatchesBrokenPlans) {
        "partials are float"},
       {"reduction misses columns", aligned, aligned, [](BackwardPlan& p) { p.reduce_grid -= 1; },
        "cover every column"},
-      {"a plan for a row too long", aligned, backward(DType::kBFloat16, 32768, 1000),
+      {"a plan for a row too long", aligned, backward(DType::kBFloat16, 262152, 1000),
        [](BackwardPlan&) {}, "rows of N="},
+      {"a one-slice plan for a long row", backward(DType::kBFloat16, 16384, 64),
+       backward(DType::kBFloat16, 16392, 64), [](BackwardPlan& p) { p.chunks_per_row += 1; },
+       "covering the row"},
+      {"a long row without its cluster", backward(DType::kBFloat16, 32768, 64),
+       backward(DType::kBFloat16, 32768, 64), [](BackwardPlan& p) { p.cluster_ctas = 0; },
+       "cluster"},
+      {"a long row's slices miscounted", backward(DType::kBFloat16, 32768, 64),
+       backward(DType::kBFloat16, 32768, 64),
+       [](BackwardPlan& p) {
+         p.slices = 4;
+         p.cluster_ctas = 4;
+       },
+       "slices_for"},
+      {"a cluster for a short row", aligned, aligned, [](BackwardPlan& p) { p.cluster_ctas = 1; },
+       "without a cluster"},
+      {"a long row's blocks of one CTA", backward(DType::kBFloat16, 65536, 4096),
+       backward(DType::kBFloat16, 65536, 4096),
+       [](BackwardPlan& p) {
+         p.block_rows = 32;
+         p.blocks = 128;
+       },
+       "weight-gradient blocks"},
       {"chunk not 16 bytes", aligned, aligned, [](BackwardPlan& p) { p.chunk_elems = 4; },
        "16 bytes"},
   };

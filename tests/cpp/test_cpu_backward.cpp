@@ -229,7 +229,9 @@ TEST(NormBackwardCpu, WeightGradBlocksAreTheCudaCtas) {
       {4096, 4096, DType::kFloat32, 32, 128},
       {4096, 1024, DType::kFloat64, 16, 256},
       {4096, 2048, DType::kFloat64, 32, 128},
-      {1 << 20, 65536, DType::kFloat64, 8192, 128},
+      {1 << 20, 65536, DType::kFloat64, 8192, 128},  // CPU only: no cluster
+      {4096, 65536, DType::kBFloat16, 128, 32},      // clusters of 4 CTAs: 32 in a wave of 128
+      {4096, 131072, DType::kFloat32, 512, 8},       // clusters of 16
   };
   for (const Want& w : wants) {
     const WeightGradBlocks got = weight_grad_blocks_for(w.m, w.n, w.dtype);

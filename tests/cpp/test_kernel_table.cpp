@@ -164,7 +164,11 @@ TEST(KernelTable, EveryBackwardPlanOfTheGridNamesAnEntryAndFitsItsLimits) {
                 entry >= 0 && plan.block_threads <= kBackwardMaxThreads &&
                 plan.block_threads % 32 == 0 && plan.blocks >= 1 &&
                 plan.blocks * plan.block_rows >= m &&
-                int64_t{plan.chunks_per_thread} * plan.threads_per_row >= plan.chunks_per_row &&
+                int64_t{plan.chunks_per_thread} * plan.threads_per_row * plan.slices >=
+                    plan.chunks_per_row &&
+                (plan.cluster_ctas == 0 ||
+                 (plan.cluster_ctas == plan.slices && plan.cluster_ctas <= kMaxClusterCtas)) &&
+                (op != NormOp::kLayerNorm || kBackwardKernels[entry].for_layernorm) &&
                 plan.reduce_grid * plan.reduce_threads >= n;
             if (!fits && ++failures <= 10) {
               ADD_FAILURE() << "N=" << n << " M=" << m << " " << dtype_name(x) << " " << op_name(op)

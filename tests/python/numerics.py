@@ -52,9 +52,12 @@ def check_fused_call(x, residual, weight, eps, dtype, call=None):
     assert_close_to_reference(x, ref, torch_rmsnorm(new_residual, weight, eps), dtype)
 
 
-def max_block_rows(m):
+def max_block_rows(m, n=0, dtype=torch.bfloat16):
     """The most rows a weight-gradient block of M rows takes (core/backward_plan.h): 8 or more,
-    at most 256 blocks for CTAs of up to 256 threads and 128 for 512-thread CTAs, so at most
-    max(8, ceil(M / 128)) whatever N and the dtype. A backward error bound's terms: a block's
-    rows, then at most 256 blocks."""
-    return max(8, -(-m // 128))
+    at most 256 blocks for CTAs of up to 256 threads and 128 for 512-thread CTAs, shared out
+    between the clusters of a row of several slices (16384 16-bit, 8192 float32 elements; float64
+    rows run on the CPU, in none): at most max(8, ceil(M / (128 // slices))). A backward error
+    bound's terms: a block's rows, then at most 256 blocks."""
+    slice_elems = {torch.float32: 8192, torch.float64: None}.get(dtype, 16384)
+    slices = 1 if slice_elems is None else max(1, -(-n // slice_elems))
+    return max(8, -(-m // max(1, 128 // slices)))

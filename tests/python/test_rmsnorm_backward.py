@@ -75,7 +75,8 @@ def check_against_float64(x, w, dy, eps=EPS):
     g, xd = dy.double() * wd, x.double()
     c = r**3 * (g * xd).sum(-1, keepdim=True) / n
     scale_dx = (r * g).abs() + (c * xd).abs()
-    # The dot product's rounding reaches dx through c (at most 32 terms a lane, a 10-level tree).
+    # The dot product's rounding reaches dx through c (at most 32 terms a lane, a 10-level tree,
+    # and a long row's 16 slices at most).
     dot_error = 64 * acc * r**3 * (g * xd).abs().sum(-1, keepdim=True) / n * xd.abs()
     bound_dx = grad_bound(ref_dx, scale_dx, dtype, rstd_error) + 4 * acc * scale_dx + dot_error
     assert ((dx.double() - ref_dx).abs() <= bound_dx).all()
@@ -86,7 +87,7 @@ def check_against_float64(x, w, dy, eps=EPS):
     m = x.numel() // n
     scale_dw = (dy.double() * xd * r).abs().reshape(-1, n).sum(0)
     bound_dw = grad_bound(ref_dw, scale_dw, w.dtype, rstd_error)
-    bound_dw = bound_dw + (max_block_rows(m) + 256 + 4) * acc * scale_dw
+    bound_dw = bound_dw + (max_block_rows(m, n, dtype) + 256 + 4) * acc * scale_dw
     assert ((dw.double() - ref_dw).abs() <= bound_dw).all()
 
 
@@ -117,6 +118,7 @@ def test_backward_against_float64(device, combo, n, gen):
 
 # CUDA: one and two chunks a thread with the next row prefetched, four chunks (16-bit N > 8192,
 # float32 N > 4096), element-wise rows, rows shorter than a warp, and batches of many blocks.
+# Longer rows: test_cuda_long_rows_backward.
 @requires_cuda
 @pytest.mark.parametrize("combo", COMBOS, ids=combo_ids)
 @pytest.mark.parametrize(
@@ -126,6 +128,21 @@ def test_cuda_backward_sweep(combo, m, n, gen):
     dtype, wdtype = combo
     if dtype == torch.float32 and n > 8192:
         n = 8192  # float32 rows take N <= 8192 (one slice)
+    x = (torch.randn(m, n, generator=gen) * 3).to(dtype).to("cuda")
+    w = None if wdtype is None else (1 + 0.5 * torch.randn(n, generator=gen)).to(wdtype).to("cuda")
+    dy = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
+    check_against_float64(x, w, dy)
+
+
+# CUDA, rows longer than one slice: a cluster of CTAs per weight-gradient block, one a slice
+# (2, 3 with a short last one, 4, 8 and 16 slices), batches of one cluster's rows and of many.
+@requires_cuda
+@pytest.mark.parametrize("combo", COMBOS, ids=combo_ids)
+@pytest.mark.parametrize("m,n", [(3, 16392), (37, 40000), (300, 65536), (9, 131072), (5, 262144)])
+def test_cuda_long_rows_backward(combo, m, n, gen):
+    dtype, wdtype = combo
+    if dtype == torch.float32:
+        n //= 2  # float32 slices are 8192 elements: 16 of them, N <= 131072
     x = (torch.randn(m, n, generator=gen) * 3).to(dtype).to("cuda")
     w = None if wdtype is None else (1 + 0.5 * torch.randn(n, generator=gen)).to(wdtype).to("cuda")
     dy = torch.randn(m, n, generator=gen).to(dtype).to("cuda")
@@ -159,17 +176,18 @@ def test_cuda_forward_saves_stats_in_every_schedule(n, rows, layout, wdtype, gen
 
 
 @requires_cuda
-@pytest.mark.parametrize("n", [1000, 4096, 16384])
+@pytest.mark.parametrize("n", [1000, 4096, 16384, 65536])
 def test_cuda_dx_is_batch_invariant_and_dweight_deterministic(n, gen):
-    """A row's dx depends on its values only (alone, or row k of a batch); dweight's bits are the
-    same on every run (fixed blocks, added in order)."""
-    m = 3000
+    """A row's dx depends on its values only (alone, or row k of a batch; a long row's slices
+    added in slice order by every CTA of its cluster); dweight's bits are the same on every run
+    (fixed blocks, added in order)."""
+    m = 3000 if n <= 16384 else 1000
     x = torch.randn(m, n, generator=gen).to(torch.bfloat16).to("cuda")
     dy = torch.randn(m, n, generator=gen).to(torch.bfloat16).to("cuda")
     w = torch.randn(n, generator=gen).to(torch.bfloat16).to("cuda")
     _, rstd = oink.rmsnorm_forward(x, w, EPS)
     dx, dw = oink.rmsnorm_backward(dy, x, w, rstd)
-    for k in (0, 1234, m - 1):
+    for k in (0, m // 3, m - 1):
         alone, _ = oink.rmsnorm_backward(dy[k : k + 1], x[k : k + 1], w, rstd[k : k + 1])
         assert torch.equal(alone[0], dx[k])
     for _ in range(3):
@@ -178,7 +196,7 @@ def test_cuda_dx_is_batch_invariant_and_dweight_deterministic(n, gen):
 
 
 @requires_cuda
-@pytest.mark.parametrize("n", [1000, 4096, 12000])
+@pytest.mark.parametrize("n", [1000, 4096, 12000, 32776])
 def test_cuda_padded_unaligned_and_head_view_rows(n, gen):
     """Rows with a stride larger than N, an unaligned base, and a [T, H, D] head view: the
     kernels walk each tensor's strides (long unaligned rows are copied into aligned ones)."""
@@ -215,11 +233,19 @@ def test_cuda_autograd_matches_torch(gen):
 
 @requires_cuda
 def test_cuda_rows_too_long_say_so(gen):
-    x = torch.randn(2, 16392, generator=gen).to(torch.bfloat16).cuda()
+    """Past 16 slices (a cluster of 16 CTAs), or past one without clusters (before sm_90)."""
+    clusters = torch.cuda.get_device_capability()[0] >= 9
+    n, limit = (262152, 262144) if clusters else (16392, 16384)
+    x = torch.randn(2, n, generator=gen).to(torch.bfloat16).cuda()
     _, rstd = oink.rmsnorm_forward(x, None, EPS)  # the forward takes any N
-    with pytest.raises(ValueError, match="N <= 16384") as info:
+    with pytest.raises(ValueError, match=f"N <= {limit}") as info:
         oink.rmsnorm_backward(torch.randn_like(x), x, None, rstd)
     assert "'x'" in str(info.value)
+    # Unaligned long rows whose N is not whole 16-byte chunks: no aligned copy exists.
+    odd = torch.randn(2, 32767, generator=gen).to(torch.bfloat16).cuda()
+    _, rstd = oink.rmsnorm_forward(odd, None, EPS)
+    with pytest.raises(ValueError, match="N=32767"):
+        oink.rmsnorm_backward(torch.randn_like(odd), odd, None, rstd)
 
 
 def test_autograd_matches_torch(gen):

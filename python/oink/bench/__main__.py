@@ -8,8 +8,8 @@ import argparse
 import sys
 from pathlib import Path
 
-SUITE_NAMES = ("decode", "mid", "large", "large_n", "variants", "training", "softmax",
-               "cross_entropy", "linear_cross_entropy")  # fmt: skip
+SUITE_NAMES = ("decode", "mid", "large", "large_n", "variants", "training", "training_long",
+               "softmax", "cross_entropy", "linear_cross_entropy")  # fmt: skip
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -2,7 +2,8 @@
 
 Inference suites (rmsnorm and the fused add): decode (regimes hbm and l2), mid, large, large_n
 (long rows), variants (fp16, a float32 weight, padded rows); training: the forward and backward
-passes of RMSNorm and LayerNorm at Quack's shapes and DeepSeek-V3's hidden size; softmax (its
+passes of RMSNorm and LayerNorm at Quack's shapes and DeepSeek-V3's hidden size; training_long:
+RMSNorm's at rows of 2 to 16 slices (a cluster per weight-gradient block); softmax (its
 forward and backward at Quack's shapes); cross_entropy (one step, loss and backward, at Llama's,
 Qwen's and Gemma's vocabularies: N is V); linear_cross_entropy (one step from the hidden states,
 Llama-3-8B's and Qwen3's LM head: hidden size 4096; timed eagerly, with its peak memory)."""
@@ -27,12 +28,14 @@ SUITES = {  # name: (N list, M list)
     "large_n": ([16384, 32768, 65536, 131072, 262144], [1, 16, 256, 1024, 4096]),
     "variants": ([7168, 8192], [1, 256, 4096, 16384]),
     "training": ([4096, 7168], [4096, 8192, 16384, 32768, 65536, 131072, 524288]),
+    "training_long": ([32768, 65536, 131072, 262144], [1024, 4096]),
     "softmax": ([1024, 4096, 16384, 65536, 262144], [8192, 32768, 131072, 524288]),
     "cross_entropy": ([32000, 128256, 151936, 256000], [1024, 4096, 16384, 65536]),
     "linear_cross_entropy": ([128256, 151936], [4096, 16384]),
 }
 MAX_BYTES = {"softmax": 4 << 30, "cross_entropy": 16 << 30}  # of x (the logits) per shape
 QUICK_OF = {"softmax": ([4096, 65536], [32768]), "cross_entropy": ([32000, 128256], [4096]),
+            "training_long": ([65536, 262144], [1024]),
             "linear_cross_entropy": ([128256], [4096])}  # fmt: skip
 HIDDEN = {"cuda": 4096, "cpu": 64}  # linear_cross_entropy's hidden size
 VARIANTS = ("fp16", "bf16-w32", "bf16-pad64")  # the variants suite's (bf16 elsewhere)
