@@ -170,18 +170,6 @@ constexpr bool holds_weight(bool vector, int chunks, bool prefetch) {
   return vector && chunks <= kBackwardPrefetchMaxChunks && !(kBiasGrad && prefetch && chunks == 2);
 }
 
-// A row's slice sums sent to CTA `rank` of the cluster: one value or a pair (LayerNorm's two).
-template <typename V>
-__device__ __forceinline__ void send_slice_sums(V* local, uint32_t rank, V value) {
-  device::store_to_cluster_rank(local, rank, value);
-}
-template <typename Acc>
-__device__ __forceinline__ void send_slice_sums(device::Pair<Acc>* local, uint32_t rank,
-                                                device::Pair<Acc> value) {
-  device::store_to_cluster_rank(&local->a, rank, value.a);
-  device::store_to_cluster_rank(&local->b, rank, value.b);
-}
-
 // GradOf: RmsNormGrad or LayerNormGrad (of device::RowAcc<T>); T: x/dy/dx element type; W:
 // weight element type; kVector: every chunk a whole, aligned 16-byte vector (else element by
 // element, bounds-checked); kChunks: the plan's chunks_per_thread; kPrefetch: the plan's
@@ -357,7 +345,8 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
       __shared__ Sums slice_sums[2][kBackwardMaxClusterSlices];
       const int ctas = static_cast<int>(device::cluster_ctas());  // the row's slices
       Sums* const row_sums = slice_sums[parity];
-      if (lane < ctas) send_slice_sums(&row_sums[slice], static_cast<uint32_t>(lane), sums);
+      static_assert(std::is_same_v<Sums, Acc>, "RMSNorm's one sum a row (kernel_table.h)");
+      if (lane < ctas) device::store_to_cluster_rank(&row_sums[slice], lane, sums);
       static_assert(kBackwardMaxClusterSlices <= 32, "the senders (lane < ctas) are one warp");
       device::cluster_sync_released_by(lane < 32);
       sums = Grad::Combine::identity();
