@@ -35,7 +35,7 @@ SUITES = {  # name: (N list, M list)
 }
 MAX_BYTES = {"softmax": 4 << 30, "cross_entropy": 16 << 30}  # of x (the logits) per shape
 QUICK_OF = {"softmax": ([4096, 65536], [32768]), "cross_entropy": ([32000, 128256], [4096]),
-            "training_long": ([65536, 262144], [1024]),
+            "training_long": ([32768, 262144], [4096]),
             "linear_cross_entropy": ([128256], [4096])}  # fmt: skip
 HIDDEN = {"cuda": 4096, "cpu": 64}  # linear_cross_entropy's hidden size
 VARIANTS = ("fp16", "bf16-w32", "bf16-pad64")  # the variants suite's (bf16 elsewhere)
