@@ -10,7 +10,9 @@
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck over tools/sanitize_cases.py,
 #             at once and beside the tests (SANITIZE_TOOLS="memcheck synccheck": some of them;
 #             SANITIZE_OPS=inference|training|backward|long|layernorm|rows: some of the cases)
-#   test      pytest on the GPU: tests/python, PYTEST_WORKERS pytest-xdist workers (default 4);
+#   test      pytest on the GPU: tests/python, PYTEST_WORKERS pytest-xdist workers (default: one
+#             per 20 GiB of GPU memory, 2 to 8: 3 on an H100, 7 on an H200; 8 workers on an H100
+#             ran 151 cases out of memory);
 #             the cases of several GiB run on one worker, one at a time (--dist loadgroup,
 #             tests/python/conftest.py). PYTEST_K="not cpu": a -k selection
 #   bench     the reference run: oink-bench over every suite into $OUT/bench (BENCH_ARGS: other
@@ -22,8 +24,8 @@
 #
 # Needs pytest, pytest-xdist, tabulate, tqdm and matplotlib (the bench extra and
 # requirements-dev.txt). One stage a call where a call is limited to 10 minutes: the test stage
-# ran 3,856 of the suite's 5,922 cases in 350 s at 6 workers on an H100 (PYTEST_K="not cpu"
-# leaves out the CPU cases CI runs), and beside the sanitizers it is slower still.
+# ran the suite's 3,308 CUDA cases in 313 s at 8 workers on an H100 (PYTEST_K="not cpu" leaves
+# out the CPU cases CI runs), and beside the sanitizers it is slower still.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/out}
@@ -71,10 +73,17 @@ if has sanitize; then
   done
 fi
 
+default_workers() { # one pytest-xdist worker per 20 GiB of the GPU's memory, 2 to 8
+  local mib
+  mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+  local workers=$((${mib:-40960} / 20480))
+  echo $((workers < 2 ? 2 : workers > 8 ? 8 : workers))
+}
+
 if has test; then
   start=$SECONDS
   python3 -m pytest tests/python -q -p no:cacheprovider --durations=15 \
-    -n "${PYTEST_WORKERS:-4}" --dist loadgroup \
+    -n "${PYTEST_WORKERS:-$(default_workers)}" --dist loadgroup \
     ${PYTEST_K:+-k "$PYTEST_K"} >"$OUT/tests.log" 2>&1
   note "tests: rc=$? ($((SECONDS - start)) s) $(tail -1 "$OUT/tests.log")"
   grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20 | tee -a "$SUMMARY"
