@@ -3,7 +3,7 @@
 # install oink from this tree, run the GPU test suite, compute-sanitizer over oink's launches and
 # the benchmark's reference run. Logs and a summary go to $OUT (default ./out).
 #
-#   tools/gpu_run.sh [STAGE ...]     stages, in this order: build sanitize test bench ab
+#   tools/gpu_run.sh [STAGE ...]     stages, in this order: build sanitize test bench ab e2e
 #                                    (default: build sanitize test bench)
 #   build     pip install . with warnings as errors (BUILD_GENCODE="-gencode=arch=compute_90a,
 #             code=sm_90a" builds one target instead of all of CMakeLists.txt's)
@@ -21,6 +21,9 @@
 #   ab        this tree (B) against .ab-ref (A, made by tools/ab_prepare.sh REF): both built once
 #             as wheels, then installed in turns A B A B, each measured with AB_ARGS (default
 #             "--suite decode --no-plots"); tools/bench_compare.py prints the comparison
+#   e2e       tools/e2e.py into $OUT/e2e (E2E_ARGS: its arguments, e.g. "--models llama3-8b
+#             --parts tokens,decode"; a later call's "--append" merges into one report), with
+#             Liger installed from ./.peers/wheels when that folder holds its wheel
 #
 # Needs pytest, pytest-xdist, tabulate, tqdm and matplotlib (the bench extra and
 # requirements-dev.txt). One stage a call where a call is limited to 10 minutes: the test stage
@@ -123,4 +126,14 @@ if has ab; then
   python3 tools/bench_compare.py "$OUT"/ab/A1 "$OUT"/ab/A2 -- "$OUT"/ab/B1 "$OUT"/ab/B2 |
     tee "$OUT/ab.txt"
   note "ab: $(cat .ab-ref/REVISION) (A) against this tree (B): $OUT/ab.txt"
+fi
+
+if has e2e; then
+  start=$SECONDS
+  for wheel in .peers/wheels/liger_kernel-*.whl; do
+    [[ -f $wheel ]] && python3 -m pip install -q --no-deps --no-index "$wheel" >"$OUT/e2e-pip.log" 2>&1
+  done
+  # shellcheck disable=SC2086
+  python3 tools/e2e.py --out "$OUT/e2e" ${E2E_ARGS:-} >"$OUT/e2e.log" 2>&1
+  note "e2e: rc=$? ($((SECONDS - start)) s), $OUT/e2e/e2e.md"
 fi
