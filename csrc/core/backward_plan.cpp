@@ -9,6 +9,11 @@ namespace {
 
 int chunk_elems_of(const NormBackwardProblem& bp) { return 16 / dtype_size(bp.rows.x_dtype); }
 
+// Elements of `slices` row slices of `x_dtype` (the limits the errors name).
+int64_t slice_elems(int slices, DType x_dtype) {
+  return int64_t{slices} * kSliceChunks * (16 / dtype_size(x_dtype));
+}
+
 // Chunks per thread of a row of `cols` elements: 1, 2 or 4 (a power of two covering the row).
 int backward_chunks_per_thread(int64_t cols, DType x_dtype) {
   const int64_t chunks =
@@ -64,14 +69,13 @@ std::optional<std::string> backward_unsupported(const NormBackwardProblem& bp) {
   const NormProblem& p = bp.rows;
   if (p.x_dtype == DType::kFloat64) return std::string("float64 rows run on the CPU only");
   if (p.op == NormOp::kLayerNorm && slices_for(p.cols, p.x_dtype) > 1) {
-    const int64_t limit = int64_t{kSliceChunks} * (16 / dtype_size(p.x_dtype));
+    const int64_t limit = slice_elems(1, p.x_dtype);
     return "rows of N=" + std::to_string(p.cols) +
            " elements: the CUDA layernorm backward kernel takes N <= " + std::to_string(limit) +
            " for " + dtype_name(p.x_dtype) + " rows, as its forward does";
   }
   if (slices_for(p.cols, p.x_dtype) > kBackwardMaxClusterSlices) {
-    const int64_t limit =
-        int64_t{kBackwardMaxClusterSlices} * kSliceChunks * (16 / dtype_size(p.x_dtype));
+    const int64_t limit = slice_elems(kBackwardMaxClusterSlices, p.x_dtype);
     return "rows of N=" + std::to_string(p.cols) +
            " elements: the CUDA backward kernel takes N <= " + std::to_string(limit) + " for " +
            dtype_name(p.x_dtype) + " rows (a cluster of at most " +
@@ -93,7 +97,7 @@ std::optional<std::string> backward_unsupported_on(const NormBackwardProblem& bp
                                                    const DeviceInfo& device) {
   if (auto why = backward_unsupported(bp)) return why;
   if (slices_for(bp.rows.cols, bp.rows.x_dtype) > 1 && device.cc_major < 9) {
-    const int64_t limit = int64_t{kSliceChunks} * (16 / dtype_size(bp.rows.x_dtype));
+    const int64_t limit = slice_elems(1, bp.rows.x_dtype);
     return "rows of N=" + std::to_string(bp.rows.cols) + " elements: on compute capability " +
            std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor) +
            " the CUDA backward kernel takes N <= " + std::to_string(limit) + " for " +
