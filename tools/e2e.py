@@ -6,8 +6,9 @@ greedy tokens, stock vs oink (identical in float32? first divergence in bf16); o
 
     python tools/e2e.py --out DIR [--quick] [--device cuda|cpu] [--parts decode,tokens,train]
 
-DIR/e2e.json: one record per cell; DIR/e2e.md: tables as oink-bench's report.py. --append merges
-into DIR/e2e.json: a run split over commands (--parts, --models) gives one report."""
+DIR/e2e.json: one record per cell, written after each; DIR/e2e.md: tables as oink-bench's
+report.py. --append merges into DIR/e2e.json: a run split over commands (--parts, --models) gives
+one report."""
 
 from __future__ import annotations
 
@@ -383,6 +384,19 @@ def markdown(doc):
     return "\n".join(lines)
 
 
+def write(out, env, old, records):
+    """e2e.json (the records of an earlier run that these do not replace, then these) and
+    e2e.md."""
+    new = {tuple(r[k] for k in KEY) for r in records}
+    records = [r for r in old if tuple(r[k] for k in KEY) not in new] + records
+    doc = {"schema": "oink-e2e/1", "env": env, "records": records}
+    # One record a line, as report.py writes results.json: two runs compare line by line.
+    lines = ",\n".join(json.dumps(r) for r in records)
+    path = out / "e2e.json"
+    path.write_text(json.dumps(doc | {"records": []})[:-3] + "[\n" + lines + "\n]}\n")
+    (out / "e2e.md").write_text(markdown(doc))
+
+
 def main(argv=None):
     a = parse(argv)
     env = dict(environment(a), command=" ".join(["python tools/e2e.py", *(argv or sys.argv[1:])]))
@@ -397,13 +411,7 @@ def main(argv=None):
         print(f"[e2e] {rec['kind']:6} {rec['model']} {rec['mode']} {rec['dtype']} "
               f"b{rec['batch']} s{rec['seq']} {rec['provider']}: {rec['status']} {value} "
               f"{rec['note']}", flush=True)  # fmt: skip
-    new = {tuple(r[k] for k in KEY) for r in records}
-    records = [r for r in old if tuple(r[k] for k in KEY) not in new] + records
-    doc = {"schema": "oink-e2e/1", "env": env, "records": records}
-    # One record a line, as report.py writes results.json: two runs compare line by line.
-    lines = ",\n".join(json.dumps(r) for r in records)
-    path.write_text(json.dumps(doc | {"records": []})[:-3] + "[\n" + lines + "\n]}\n")
-    (a.out / "e2e.md").write_text(markdown(doc))
+        write(a.out, env, old, records)  # after each cell: a run cut short keeps what it measured
     print(f"[e2e] wrote {path} and {a.out / 'e2e.md'}")
     return 0
 

@@ -75,6 +75,30 @@ def test_report_renders_tables_and_speedups(tmp_path):
     assert "3.0 (50%) ×1.50" in md and "liger: too long" in md and "n/a" in md
 
 
+def _record(provider, n, us, suite="decode"):
+    return {"suite": suite, "variant": "bf16", "op": "rmsnorm", "N": n, "M": 1, "regime": "hbm",
+            "provider": provider, "status": "ok", "median_us": us, "pct_copy": 50.0}  # fmt: skip
+
+
+def test_report_merges_runs_of_one_gpu_and_refuses_two_gpus(tmp_path):
+    env = {"gpu": "H200", "torch": "x", "command": "oink-bench --suite decode"}
+    first = [_record("oink", 4096, 2.0), _record("quack", 4096, 3.0), _record("oink", 8192, 4.0)]
+    report.save(tmp_path / "a.json", env, 100.0, first)
+    later = [_record("oink", 8192, 5.0), _record("oink", 16, 1.0, suite="mid")]
+    report.save(tmp_path / "b.json", {**env, "command": "oink-bench --suite mid"}, 90.0, later)
+    out = tmp_path / "ref"
+    argv = ["report", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(out)]
+    assert cli.main([*argv, "--no-plots"]) == 0
+    doc = report.load(out / "results.json")
+    times = {(r["suite"], r["N"], r["provider"]): r["median_us"] for r in doc["records"]}
+    assert times == {("decode", 4096, "oink"): 2.0, ("decode", 4096, "quack"): 3.0,
+                     ("decode", 8192, "oink"): 5.0, ("mid", 16, "oink"): 1.0}  # fmt: skip
+    assert doc["copy_GBps"] == 100.0 and "--suite mid" in doc["env"]["command"]
+    assert "## rmsnorm, mid bf16, hbm" in (out / "results.md").read_text()
+    report.save(tmp_path / "c.json", {**env, "gpu": "H100"}, 90.0, later)
+    assert cli.main(["report", str(tmp_path / "a.json"), str(tmp_path / "c.json")]) == 2
+
+
 NEW_SUITES = ["softmax", "cross_entropy", "linear_cross_entropy"]
 
 

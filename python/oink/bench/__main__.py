@@ -1,5 +1,7 @@
 """`oink-bench [run] ...` measures and writes results.json, results.md and plots under --out;
-`oink-bench report RESULTS.json` renders results.md and the plots again from a results file.
+`oink-bench report RESULTS.json [MORE.json ...] [--out DIR]` renders results.md and the plots
+again from one results file, or from several runs on one GPU merged into one (results.json in
+--out). results.json is written after each suite, so a run cut short keeps what it measured.
 Exit status: 0 when every oink measurement passed its gate, 1 when one did not, 2 on bad usage."""
 
 from __future__ import annotations
@@ -41,9 +43,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     run.add_argument("--quick", action="store_true", help="a few shapes per suite")
     run.add_argument("--out", type=Path, default=Path("oink-bench-results"))
     run.add_argument("--no-plots", action="store_true")
-    rep = sub.add_parser("report", help="render results.md and plots from a results file")
-    rep.add_argument("results", type=Path)
-    rep.add_argument("--out", type=Path, help="(default: the results file's folder)")
+    rep = sub.add_parser(
+        "report",
+        help="render results.md and plots from a results file, or from several merged into one",
+    )
+    rep.add_argument(
+        "results", type=Path, nargs="+", help="results.json files of one GPU; a later "
+        "file's record replaces an earlier one's of the same table, shape and provider",
+    )  # fmt: skip
+    rep.add_argument("--out", type=Path, help="(default: the first results file's folder)")
     rep.add_argument("--no-plots", action="store_true")
     args = ap.parse_args(argv)
     if args.command == "run":
@@ -74,11 +82,11 @@ def run(args: argparse.Namespace) -> int:
     parts = cases.parts(args.suites, device, args.quick, args.dtype)
     total = sum(len(p.cases) * len(p.shapes) for p in parts)
     records: list[dict] = []
+    args.out.mkdir(parents=True, exist_ok=True)
     with tqdm(total=total, desc="oink-bench", unit="shape") as progress:
         for part in parts:
             records += cases.measure_part(part, have, device, l2, copy_gbps, progress)
-    args.out.mkdir(parents=True, exist_ok=True)
-    report.save(args.out / "results.json", env, copy_gbps, records)
+            report.save(args.out / "results.json", env, copy_gbps, records)
     doc = report.load(args.out / "results.json")
     report.render(doc, args.out, with_plots=not args.no_plots)
     print(f"oink-bench: {len(records)} records in {args.out}/results.json and results.md")
@@ -93,9 +101,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "report":
         from oink.bench import report
 
-        report.render(
-            report.load(args.results), args.out or args.results.parent, with_plots=not args.no_plots
-        )
+        out = args.out or args.results[0].parent
+        try:
+            doc = report.merge([report.load(p) for p in args.results])
+        except ValueError as e:
+            print(f"oink-bench report: {e}", file=sys.stderr)
+            return 2
+        if len(args.results) > 1:
+            out.mkdir(parents=True, exist_ok=True)
+            report.save(out / "results.json", doc["env"], doc["copy_GBps"], doc["records"])
+        report.render(doc, out, with_plots=not args.no_plots)
         return 0
     return run(args)
 

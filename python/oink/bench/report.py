@@ -34,6 +34,33 @@ def load(path: Path) -> dict:
     return doc
 
 
+def record_key(r: dict) -> tuple:
+    return (r["op"], r["suite"], r["variant"], r["regime"], r["N"], r["M"], r["provider"])
+
+
+def merge(docs: list[dict]) -> dict:
+    """Several runs on one GPU as one reference run (a call limited in time measures some suites
+    each): the first run's environment and copy ceiling, every record, a later run's replacing
+    an earlier one's of the same table, shape and provider. Runs on different GPUs or torch
+    versions do not compare, so they raise."""
+    first = docs[0]
+    for d in docs[1:]:
+        for fact in ("gpu", "device", "torch"):
+            if d["env"].get(fact) != first["env"].get(fact):
+                raise ValueError(
+                    f"results differ in {fact}: expected {first['env'].get(fact)!r}, "
+                    f"given {d['env'].get(fact)!r}"
+                )
+    records: dict[tuple, dict] = {}
+    commands, missing = [], {}
+    for d in docs:
+        records.update((record_key(r), r) for r in d["records"])
+        commands.append(d["env"].get("command", "oink-bench"))
+        missing.update(d["env"].get("missing") or {})
+    env = {**first["env"], "command": "`, `".join(dict.fromkeys(commands)), "missing": missing}
+    return {**first, "env": env, "records": list(records.values())}
+
+
 def sections(records: list[dict]) -> dict[tuple, list[dict]]:
     """Records by table: (op, suite, variant, regime), in the order they were measured."""
     out: dict[tuple, list[dict]] = defaultdict(list)
