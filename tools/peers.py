@@ -1,7 +1,8 @@
 """`python tools/peers.py FOLDER -- [oink-bench arguments]`: the bench with peers loaded from a
 folder prepared on a machine with network (for a GPU box without one). FOLDER holds a module
-oink_peers.py with setup(site_dir, build_dir, log) and providers() -> {name: {case: fn}} (cases
-and argument orders: oink/bench/providers.py); its peers join or replace the installed ones.
+oink_peers.py with setup(site_dir, build_dir, log) and providers() -> {name: peer}, each peer's
+rmsnorm and fused_add taken as the bench's cases (oink/bench/providers.py); a kit peer's cases
+join the installed peer's of that name (its softmax and loss cases stay).
 Developer tooling only: the wheel's bench uses installed peers."""
 
 from __future__ import annotations
@@ -10,6 +11,17 @@ import importlib.util
 import sys
 import tempfile
 from pathlib import Path
+
+
+def cases_of(peer, eps: float) -> dict:
+    """A kit peer as the bench's cases: the kit's rmsnorm(x, w, eps) -> y and fused_add(x, r, w,
+    eps) -> (y, residual) as the bench's rmsnorm(x, w) -> (y,) and fused_add_rms_norm(x, r, w)."""
+    if isinstance(peer, dict):  # a kit that already speaks the bench's cases
+        return peer
+    return {
+        "rmsnorm": lambda x, w: (peer.rmsnorm(x, w, eps),),
+        "fused_add_rms_norm": lambda x, r, w: tuple(peer.fused_add(x, r, w, eps)),
+    }
 
 
 def main() -> int:
@@ -30,7 +42,8 @@ def main() -> int:
     from oink.bench import __main__ as bench
     from oink.bench import providers
 
-    providers.EXTRA_PEERS.update(kit.providers())
+    peers = kit.providers()
+    providers.EXTRA_PEERS.update({n: cases_of(peer, providers.EPS) for n, peer in peers.items()})
     return bench.main(argv[cut + 1 :])
 
 

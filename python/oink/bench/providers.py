@@ -333,8 +333,8 @@ def discover(device: str, wanted: list[str] | None = None) -> tuple[dict, dict[s
             have[name] = LOADERS[name]()
         except Exception as e:  # an absent peer is reported, never fatal
             missing[name] = f"not installed ({first_line(e)})"
-    for name, provider in EXTRA_PEERS.items():
-        have[name] = provider
+    for name, provider in EXTRA_PEERS.items():  # case by case: an installed peer keeps the rest
+        have[name] = {**have.get(name, {}), **provider}
         missing.pop(name, None)
     if wanted:
         missing = {n: missing.get(n, "unknown provider") for n in wanted if n not in have}
