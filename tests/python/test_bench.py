@@ -25,6 +25,16 @@ def test_absent_peers_are_reported_with_a_reason():
     assert set(providers.PEERS) <= set(missing)
 
 
+def test_a_loaded_peer_joins_the_installed_one_case_by_case(monkeypatch):
+    """A peers kit brings rmsnorm and the fused op only: the installed peer's other cases stay."""
+    installed = providers.discover("cpu")[0]["torch_eager"]
+    extra = {"rmsnorm": lambda x, w: (x,)}
+    monkeypatch.setitem(providers.EXTRA_PEERS, "torch_eager", extra)
+    joined = providers.discover("cpu")[0]["torch_eager"]
+    assert joined["rmsnorm"] is extra["rmsnorm"]
+    assert set(joined) == set(installed) and len(installed) > 1
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_gate_passes_a_rounded_reference_and_fails_a_perturbed_one(dtype):
     g = torch.Generator().manual_seed(1)
