@@ -97,7 +97,7 @@ if has test; then
     # 175 cases at 6 workers, all of which passed alone). The failures run again, one at a time;
     # only what fails alone is a failure.
     start=$SECONDS
-    python3 -m pytest tests/python -q "${cache[@]}" --last-failed >"$OUT/tests-alone.log" 2>&1
+    python3 -m pytest tests/python -q "${cache[@]}" --last-failed --last-failed-no-failures none >"$OUT/tests-alone.log" 2>&1
     note "failures run alone: rc=$? ($((SECONDS - start)) s) $(tail -1 "$OUT/tests-alone.log")"
     grep -E "^(FAILED|ERROR)" "$OUT/tests-alone.log" | head -20 | tee -a "$SUMMARY"
   fi

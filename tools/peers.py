@@ -15,13 +15,30 @@ from pathlib import Path
 
 def cases_of(peer, eps: float) -> dict:
     """A kit peer as the bench's cases: the kit's rmsnorm(x, w, eps) -> y and fused_add(x, r, w,
-    eps) -> (y, residual) as the bench's rmsnorm(x, w) -> (y,) and fused_add_rms_norm(x, r, w)."""
+    eps) -> (y, residual) as the bench's rmsnorm(x, w) -> (y,) and fused_add_rms_norm(x, r, w).
+    What the kit says a peer cannot take (a weight of another dtype than x's, rows longer than
+    its max_n) raises before the peer runs: the bench records the shape as an error with that
+    note instead of timing a kernel that reads the weight as the wrong type or past its buffer."""
     if isinstance(peer, dict):  # a kit that already speaks the bench's cases
         return peer
-    return {
-        "rmsnorm": lambda x, w: (peer.rmsnorm(x, w, eps),),
-        "fused_add_rms_norm": lambda x, r, w: tuple(peer.fused_add(x, r, w, eps)),
-    }
+    max_n = getattr(peer, "max_n", None) or {}
+
+    def checked(kit_name, fn):
+        def call(x, *rest):
+            w = rest[-1]
+            if getattr(peer, "needs_weight_in_x_dtype", False) and w is not None:
+                if w.dtype != x.dtype:
+                    raise TypeError(f"{peer.name} takes a weight of x's dtype only ({x.dtype})")
+            limit = max_n.get(kit_name)
+            if limit is not None and x.shape[-1] > limit:
+                raise ValueError(f"{peer.name}: rows of N={x.shape[-1]} > its limit {limit}")
+            return fn(x, *rest)
+
+        return call
+
+    rms = checked("rmsnorm", lambda x, w: (peer.rmsnorm(x, w, eps),))
+    fused = checked("fused_add", lambda x, r, w: tuple(peer.fused_add(x, r, w, eps)))
+    return {"rmsnorm": rms, "fused_add_rms_norm": fused}
 
 
 def main() -> int:

@@ -2,7 +2,10 @@
 peers, the float64 references and gate, the new suites run on the CPU, and the report rendered
 from a small results file."""
 
+import importlib.util
 import math
+import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +13,8 @@ import torch
 import oink
 from oink.bench import __main__ as cli
 from oink.bench import cases, providers, references, report
+
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
 
 
 def test_run_is_the_default_command_and_bad_suites_are_refused():
@@ -33,6 +38,32 @@ def test_a_loaded_peer_joins_the_installed_one_case_by_case(monkeypatch):
     joined = providers.discover("cpu")[0]["torch_eager"]
     assert joined["rmsnorm"] is extra["rmsnorm"]
     assert set(joined) == set(installed) and len(installed) > 1
+
+
+def test_a_kit_peer_refuses_what_the_kit_says_it_cannot_take():
+    """tools/peers.py adapts a kit peer: a weight of another dtype than x's (where the kit says
+    the peer needs x's) and rows past its max_n raise before the peer runs; the rest reaches it."""
+    spec = importlib.util.spec_from_file_location("peers_tool", TOOLS / "peers.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    calls = []
+    peer = types.SimpleNamespace(
+        name="kit",
+        rmsnorm=lambda x, w, eps: calls.append(("rmsnorm", eps)) or x,
+        fused_add=lambda x, r, w, eps: calls.append(("fused_add", eps)) or (x, r),
+        needs_weight_in_x_dtype=True,
+        max_n={"rmsnorm": None, "fused_add": 64},
+    )
+    case = tool.cases_of(peer, 1e-6)
+    x, w = torch.ones(2, 128, dtype=torch.bfloat16), torch.ones(128, dtype=torch.bfloat16)
+    assert case["rmsnorm"](x, w)[0] is x
+    with pytest.raises(TypeError, match="x's dtype"):
+        case["rmsnorm"](x, w.float())
+    with pytest.raises(ValueError, match="N=128 > its limit 64"):
+        case["fused_add_rms_norm"](x, x.clone(), w)
+    short = torch.ones(2, 64, dtype=torch.bfloat16)
+    assert len(case["fused_add_rms_norm"](short, short.clone(), w[:64])) == 2
+    assert calls == [("rmsnorm", 1e-6), ("fused_add", 1e-6)]
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
