@@ -103,6 +103,16 @@ std::optional<std::string> backward_unsupported_on(const NormBackwardProblem& bp
            " the CUDA backward kernel takes N <= " + std::to_string(limit) + " for " +
            dtype_name(bp.rows.x_dtype) + " rows (longer ones need thread block clusters, 9.0+)";
   }
+  constexpr int kClusterCtaSmem = kBackwardClusterSmemBytes + kBackwardClusterStaticSmemBytes;
+  if (slices_for(bp.rows.cols, bp.rows.x_dtype) > 1 &&
+      device.max_smem_per_block < kClusterCtaSmem) {
+    const int64_t limit = slice_elems(1, bp.rows.x_dtype);
+    return "rows of N=" + std::to_string(bp.rows.cols) + " elements: with " +
+           std::to_string(device.max_smem_per_block) +
+           " bytes of shared memory per block the CUDA backward kernel takes N <= " +
+           std::to_string(limit) + " for " + dtype_name(bp.rows.x_dtype) + " rows (longer ones " +
+           "stage two rows in " + std::to_string(kClusterCtaSmem) + " bytes per CTA)";
+  }
   return std::nullopt;
 }
 
@@ -117,6 +127,7 @@ BackwardPlan make_backward_plan(const NormBackwardProblem& bp) {
   plan.block_threads = backward_block_threads(p.cols, p.x_dtype);
   plan.slices = slices_for(p.cols, p.x_dtype);
   plan.cluster_ctas = plan.slices > 1 ? plan.slices : 0;
+  plan.smem_bytes = plan.slices > 1 ? kBackwardClusterSmemBytes : 0;
   plan.prefetch_next_row = plan.vector_io && plan.chunks_per_thread <= kBackwardPrefetchMaxChunks;
   const WeightGradBlocks blocks = weight_grad_blocks_for(p.rows, p.cols, p.x_dtype);
   plan.block_rows = blocks.block_rows;
@@ -167,6 +178,9 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
     }
   } else if (plan.cluster_ctas != 0) {
     return "rows of one slice run without a cluster";
+  }
+  if (plan.smem_bytes != (plan.cluster_ctas > 0 ? kBackwardClusterSmemBytes : 0)) {
+    return "smem_bytes must be kBackwardClusterSmemBytes in a cluster (two staged rows), else 0";
   }
   if (p.op == NormOp::kLayerNorm && p.has_weight && p.w_dtype != DType::kFloat32) {
     return "layernorm's backward kernel takes a float32 weight (the binding widens it)";

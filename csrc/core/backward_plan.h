@@ -100,6 +100,13 @@ int backward_block_threads(int64_t cols, DType x_dtype);
 // row's sums are its slices' sums, exchanged through distributed shared memory and added in slice
 // order. Needs thread block clusters: compute capability 9.0 (backward_unsupported_on).
 inline constexpr int kBackwardMaxClusterSlices = kMaxClusterCtas;
+// A cluster CTA copies its slice of the next row (x and dy) into shared memory while it works on
+// the current one: two rows of both tensors' slices (128 KiB), dynamic. Its static shared memory
+// (alternate rows' warp and slice sums) stays within kBackwardClusterStaticSmemBytes
+// (static_assert in the kernel). Both must fit the device's opt-in limit per CTA.
+inline constexpr int kBackwardClusterSmemBytes =
+    2 * 2 * kBackwardMaxChunksPerThread * kBackwardMaxThreads * 16;
+inline constexpr int kBackwardClusterStaticSmemBytes = 1024;
 
 // The backward on CUDA (kernels/norm_backward.cuh): one CTA per weight-gradient block (a cluster
 // of one CTA per slice for long rows), which walks its rows in order, a whole row at a time (the
@@ -115,6 +122,7 @@ struct BackwardPlan {
   int block_threads = 32;      // backward_block_threads(N, dtype): max(threads_per_row, 32)
   int slices = 1;              // slices_for(N, dtype): a CTA each
   int cluster_ctas = 0;        // slices > 1: CTAs per cluster (= slices); 0: no cluster
+  int smem_bytes = 0;          // dynamic shared memory: kBackwardClusterSmemBytes in a cluster
   // Loads of the next row are issued before the current row's reduction: vector I/O (raw 16-byte
   // chunks wait in registers) and at most kBackwardPrefetchMaxChunks chunks per thread.
   bool prefetch_next_row = false;
@@ -142,7 +150,8 @@ bool backward_wants_dense_rows(const NormBackwardProblem& problem);
 std::optional<std::string> backward_unsupported(const NormBackwardProblem& problem);
 
 // The same on `device`: rows of more than one slice also need thread block clusters (compute
-// capability 9.0 and up).
+// capability 9.0 and up) and kBackwardClusterSmemBytes + kBackwardClusterStaticSmemBytes of
+// shared memory per CTA.
 std::optional<std::string> backward_unsupported_on(const NormBackwardProblem& problem,
                                                    const DeviceInfo& device);
 

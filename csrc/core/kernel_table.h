@@ -134,7 +134,8 @@ int forward_kernel_entry(const NormPlan& plan, const NormProblem& problem);
 
 // One backward row kernel (kernels/norm_backward.cuh), instantiated for RMSNorm's gradient with
 // every weight dtype and LayerNorm's with a float32 weight (backward_plan_violation checks that),
-// each with at most kBackwardMaxThreads threads and no shared memory to opt into.
+// each with at most kBackwardMaxThreads threads; only the cluster's has dynamic shared memory
+// (kBackwardClusterSmemBytes, its staged rows).
 struct BackwardKernel {
   bool vector_io;
   int chunks_per_thread;  // the kernel's kChunks

@@ -91,12 +91,17 @@ cudaError_t launch_typed(const BackwardPlan& plan, const NormBackwardProblem& bp
       if (entry != decltype(index)::value) return;
       constexpr auto kernel = norm_backward_kernel<GradOf, T, W, k.vector_io, k.chunks_per_thread,
                                                    k.prefetch_next_row, k.cluster>;
-      err = k.cluster ? allow_non_portable_clusters<kernel>() : cudaSuccess;
+      err = cudaSuccess;
+      if constexpr (k.cluster) {
+        err = allow_non_portable_clusters<kernel>();
+        if (err == cudaSuccess) err = allow_large_smem<kernel>();  // the staged rows
+      }
       BackwardParams copy = params;
       void* kernel_args[] = {&copy};
       if (err == cudaSuccess) {
-        err = launch_kernel(reinterpret_cast<const void*>(kernel), grid, block, 0, false, stream,
-                            kernel_args, plan.cluster_ctas);
+        err = launch_kernel(reinterpret_cast<const void*>(kernel), grid, block,
+                            static_cast<size_t>(plan.smem_bytes), false, stream, kernel_args,
+                            plan.cluster_ctas);
       }
     }
   };

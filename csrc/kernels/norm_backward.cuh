@@ -25,7 +25,10 @@
 // the kernel above over its slice's columns (512 lanes of 4 chunks). Every CTA of the cluster
 // walks the same rows; a row's slice sums are sent into every CTA's shared memory, one cluster
 // barrier a row makes them visible, and each CTA adds them in slice order (so the row's sums,
-// hence dx, have the same bits in every CTA and depend on N, not on the batch). Two buffers of
+// hence dx, have the same bits in every CTA and depend on N, not on the batch). A CTA copies its
+// slice of the next row (x and dy, cp.async) into shared memory while it works on the current
+// one (kBackwardClusterSmemBytes: two rows): without it no load was in flight across the row's
+// reduction and cluster barrier. Two buffers of
 // slice sums, alternate rows: a CTA can be at most one row ahead of another, since it cannot pass
 // row i + 1's barrier before every CTA has arrived there, after reading row i's sums. The cluster
 // barrier arrived on at the start and waited for before the first send is what tells that every
@@ -202,6 +205,9 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   // Alternate rows' warp sums: a fast warp may write row i + 1's while a slow one reads row i's.
   static_assert(kBackwardMaxThreads / 32 <= kMaxWarpsPerCta, "a warp value per warp");
   __shared__ alignas(16) Sums warp_sums[2][kMaxWarpsPerCta];
+  static_assert(!kCluster || sizeof(warp_sums) + 2 * kBackwardMaxClusterSlices * sizeof(Sums) <=
+                                 kBackwardClusterStaticSmemBytes,
+                "the planner counts these bytes (backward_unsupported_on)");
   if constexpr (kCluster) device::cluster_arrive_relaxed();
   const int slice = kCluster ? static_cast<int>(device::cluster_rank()) : 0;
   const int64_t block = kCluster ? int64_t{device::cluster_index()} : int64_t{blockIdx.x};
@@ -267,6 +273,32 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   const T* const dy = static_cast<const T*>(p.dy);
   T* const dx = static_cast<T*>(p.dx);
 
+  // kCluster: rows staged in shared memory, [row parity][x, dy][chunk i][lane] 16-byte slots
+  // (consecutive lanes, consecutive slots: no bank conflicts). Each thread copies and reads back
+  // its own slots only, so cp.async.wait_group orders them, no barrier.
+  extern __shared__ uint4 stage[];
+  static_assert(!kCluster || 2 * 2 * kChunks * kBackwardMaxThreads * sizeof(uint4) ==
+                                 kBackwardClusterSmemBytes,
+                "two rows of x and dy slices (core/backward_plan.h)");
+  auto stage_slot = [&](int buf, int tensor, int i) {
+    return ((buf * 2 + tensor) * kChunks + i) * kBackwardMaxThreads + lane;
+  };
+  auto stage_row = [&](int64_t row, int buf) {
+    const RowIndex at = split_row(p.row_index, row);
+    const T* const xr = x + row_offset(p.row_index, at, p.x_strides);
+    const T* const dyr = dy + row_offset(p.row_index, at, p.dy_strides);
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      device::async_copy16_if(
+          mine[i], static_cast<uint32_t>(__cvta_generic_to_shared(&stage[stage_slot(buf, 0, i)])),
+          xr + col[i]);
+      device::async_copy16_if(
+          mine[i], static_cast<uint32_t>(__cvta_generic_to_shared(&stage[stage_slot(buf, 1, i)])),
+          dyr + col[i]);
+    }
+    device::async_commit();
+  };
+
   // Vector I/O of 1 or 2 chunks: a row's chunks (and with kPrefetch the next row's) wait as raw
   // words. Other rows are loaded where they are used.
   constexpr bool kHoldsRow = kVector && kChunks <= kBackwardPrefetchMaxChunks;
@@ -289,13 +321,15 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   };
 
   if (kPrefetch && first < end) load_row(first);
-  int parity = 0;
+  if (kCluster && first < end) stage_row(first, 0);
+  int parity = 0;  // the row's buffers: warp sums, slice sums and (kCluster) staged chunks
   for (int64_t row = first; row < end; ++row) {
     const RowIndex at = split_row(p.row_index, row);
     const T* const xr = x + row_offset(p.row_index, at, p.x_strides);
     const T* const dyr = dy + row_offset(p.row_index, at, p.dy_strides);
     T* const dxr = dx + row_offset(p.row_index, at, p.dx_strides);
     if constexpr (!kPrefetch) load_row(row);
+    const int buf = parity;  // this row's staged chunks (parity flips before its second pass)
     device::Raw<XVec> cur_x[kHoldsRow ? kChunks : 1], cur_dy[kHoldsRow ? kChunks : 1];
     if constexpr (kHoldsRow) {
 #pragma unroll
@@ -308,9 +342,20 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
     if constexpr (kPrefetch) {
       if (row + 1 < end) load_row(row + 1);  // in flight during this row's reduction
     }
+    if constexpr (kCluster) {
+      // The next row's slice in flight during this row; this row's (the older group) landed.
+      if (row + 1 < end) {
+        stage_row(row + 1, buf ^ 1);
+      } else {
+        device::async_commit();  // an empty group: the wait below counts the same
+      }
+      device::async_wait<1>();
+    }
     auto x_chunk = [&](int i) -> XVec {
       if constexpr (kHoldsRow) {
         return device::unpack<XVec>(cur_x[i]);
+      } else if constexpr (kCluster) {
+        return device::bit_cast<XVec>(stage[stage_slot(buf, 0, i)]);
       } else {
         return device::load_chunk<kVector, T, kElems>(xr, col[i], n);
       }
@@ -318,6 +363,8 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
     auto dy_chunk = [&](int i) -> XVec {
       if constexpr (kHoldsRow) {
         return device::unpack<XVec>(cur_dy[i]);
+      } else if constexpr (kCluster) {
+        return device::bit_cast<XVec>(stage[stage_slot(buf, 1, i)]);
       } else {
         return device::load_chunk<kVector, T, kElems>(dyr, col[i], n);
       }

@@ -186,6 +186,7 @@ TEST(BackwardUnsupported, NamesTheLimit) {
   ampere.cc_major = 8;
   DeviceInfo hopper;
   hopper.cc_major = 9;
+  hopper.max_smem_per_block = 227 * 1024;
   EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 16384, 4), ampere));
   const auto no_cluster = backward_unsupported_on(backward(DType::kBFloat16, 16392, 4), ampere);
   ASSERT_TRUE(no_cluster);
@@ -193,6 +194,16 @@ TEST(BackwardUnsupported, NamesTheLimit) {
   EXPECT_NE(no_cluster->find("compute capability 8.0"), std::string::npos) << *no_cluster;
   EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 16392, 4), hopper));
   EXPECT_TRUE(backward_unsupported_on(backward(DType::kBFloat16, 262152, 4), hopper));
+  // A cluster CTA stages two rows' slices: a device with less shared memory per CTA (sm_120's
+  // 99 KiB) takes rows of one slice only.
+  DeviceInfo small_smem = hopper;
+  small_smem.cc_major = 12;
+  small_smem.max_smem_per_block = 99 * 1024;
+  EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 16384, 4), small_smem));
+  const auto no_room = backward_unsupported_on(backward(DType::kBFloat16, 16392, 4), small_smem);
+  ASSERT_TRUE(no_room);
+  EXPECT_NE(no_room->find("shared memory"), std::string::npos) << *no_room;
+  EXPECT_NE(no_room->find("N <= 16384"), std::string::npos) << *no_room;
 }
 
 // Rows longer than one slice: a cluster of one 512-thread CTA per slice (4 chunks a thread: the
@@ -402,6 +413,11 @@ TEST(BackwardPlanViolation, CatchesBrokenPlans) {
        "slices_for"},
       {"a cluster for a short row", aligned, aligned, [](BackwardPlan& p) { p.cluster_ctas = 1; },
        "without a cluster"},
+      {"a long row without its staging buffers", backward(DType::kBFloat16, 32768, 64),
+       backward(DType::kBFloat16, 32768, 64), [](BackwardPlan& p) { p.smem_bytes = 0; },
+       "smem_bytes"},
+      {"staging buffers for a short row", aligned, aligned,
+       [](BackwardPlan& p) { p.smem_bytes = kBackwardClusterSmemBytes; }, "smem_bytes"},
       {"a long row's blocks of one CTA", backward(DType::kBFloat16, 65536, 4096),
        backward(DType::kBFloat16, 65536, 4096),
        [](BackwardPlan& p) {
