@@ -37,6 +37,19 @@ DeviceInfo cuda_device_info(int index) {
   return info;
 }
 
+namespace {
+
+// Whether the runtime's answer about a kernel image means that this build has no code for the
+// device. Anything else (an error left by an earlier kernel, which CUDA keeps for the context)
+// must not send the user off to rebuild.
+bool missing_kernel_image(cudaError_t err) {
+  return err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
+         err == cudaErrorUnsupportedPtxVersion || err == cudaErrorInvalidPtx ||
+         err == cudaErrorJitCompilerNotFound;
+}
+
+}  // namespace
+
 NormPlan plan_on_device(const NormProblem& problem, const DeviceInfo& info, int device,
                         const LaunchOptions& options) {
   return make_plan(problem, info, options, [&](const NormPlan& schedule) {
@@ -44,12 +57,19 @@ NormPlan plan_on_device(const NormProblem& problem, const DeviceInfo& info, int 
     const cudaError_t err = kernel_image(schedule, problem, device, &image);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();  // leave no error pending for the caller's next CUDA call
-      throw std::runtime_error(
-          std::string("oink: no kernel image of this build runs on cuda:") +
-          std::to_string(device) + " (sm_" + std::to_string(info.cc_major) +
-          std::to_string(info.cc_minor) + "): " + cudaGetErrorString(err) +
-          ". This build embeds " OINK_CUDA_TARGETS
-          "; rebuild oink with the CUDA toolkit for this GPU (CMake option OINK_CUDA_GENCODE)");
+      const std::string where = "cuda:" + std::to_string(device) + " (sm_" +
+                                std::to_string(info.cc_major) + std::to_string(info.cc_minor) + ")";
+      if (!missing_kernel_image(err)) {
+        throw std::runtime_error("oink: CUDA failed before oink's kernel ran on " + where + ": " +
+                                 cudaGetErrorString(err) +
+                                 " (an error an earlier kernel left on the device, if that is "
+                                 "what it says: CUDA keeps it for the process)");
+      }
+      throw std::runtime_error("oink: no kernel image of this build runs on " + where + ": " +
+                               cudaGetErrorString(err) +
+                               ". This build embeds " OINK_CUDA_TARGETS
+                               "; rebuild oink with the CUDA toolkit for this GPU (CMake option "
+                               "OINK_CUDA_GENCODE)");
     }
     return image;
   });
