@@ -66,8 +66,8 @@ sanitize() { # TOOL: racecheck and synccheck look at one CTA's shared memory and
   [[ $tool != memcheck ]] && args=(--pdl on --dtypes sizes)
   # No caching allocator: memcheck then sees every allocation's own bounds.
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-    python3 tools/sanitize_cases.py "${args[@]}" --ops "${SANITIZE_OPS:-all}" >"/tmp/san-$tool.log" 2>&1
-  note "sanitizer $tool: rc=$? ($((SECONDS - start)) s) $(grep -E 'ERROR SUMMARY' "/tmp/san-$tool.log" | tail -1)"
+    python3 tools/sanitize_cases.py "${args[@]}" --ops "${SANITIZE_OPS:-all}" >"$OUT/sanitize-$tool.log" 2>&1
+  note "sanitizer $tool: rc=$? ($((SECONDS - start)) s) $(grep -E 'ERROR SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
 }
 pids=()
 if has sanitize; then
@@ -103,10 +103,9 @@ if has test; then
   fi
 fi
 
-if ((${#pids[@]})); then
-  wait "${pids[@]}"
-  cat /tmp/san-*.log >"$OUT/sanitizer.log"
-fi
+# Each sanitizer's log goes straight to $OUT: a call stopped at its time limit still brings back
+# what the tools reported so far.
+((${#pids[@]})) && wait "${pids[@]}"
 
 bench() { # OUT_DIR ARGS...: the peers of ./.peers when there, else the installed ones
   local dir=$1 && shift
