@@ -28,11 +28,11 @@
 // hence dx, have the same bits in every CTA and depend on N, not on the batch). A CTA copies its
 // slice of the next row (x and dy, cp.async) into shared memory while it works on the current
 // one (kBackwardClusterSmemBytes: two rows): without it no load was in flight across the row's
-// reduction and cluster barrier. Two buffers of
-// slice sums, alternate rows: a CTA can be at most one row ahead of another, since it cannot pass
-// row i + 1's barrier before every CTA has arrived there, after reading row i's sums. The cluster
-// barrier arrived on at the start and waited for before the first send is what tells that every
-// CTA has started; none exits before the last row's barrier, after every send into it.
+// reduction and cluster barrier. Two buffers of slice sums, alternate rows: a CTA can be at most
+// one row ahead of another, since it cannot pass row i + 1's barrier before every CTA has arrived
+// there, after reading row i's sums. The cluster barrier arrived on at the start and waited for
+// before the first send is what tells that every CTA has started; none exits before the last
+// row's barrier, after every send into it.
 //
 // weight_grad_reduce_kernel: dweight[j] = the blocks' partials of column j added in block order,
 // rounded once to the weight's dtype. No atomics: the same bits on every run. Its loads run ahead

@@ -403,7 +403,7 @@ TEST(BackwardPlanViolation, CatchesBrokenPlans) {
        "covering the row"},
       {"a long row without its cluster", backward(DType::kBFloat16, 32768, 64),
        backward(DType::kBFloat16, 32768, 64), [](BackwardPlan& p) { p.cluster_ctas = 0; },
-       "cluster"},
+       "a cluster of one CTA per slice"},
       {"a long row's slices miscounted", backward(DType::kBFloat16, 32768, 64),
        backward(DType::kBFloat16, 32768, 64),
        [](BackwardPlan& p) {
