@@ -68,12 +68,6 @@ bool backward_wants_dense_rows(const NormBackwardProblem& bp) {
 std::optional<std::string> backward_unsupported(const NormBackwardProblem& bp) {
   const NormProblem& p = bp.rows;
   if (p.x_dtype == DType::kFloat64) return std::string("float64 rows run on the CPU only");
-  if (p.op == NormOp::kLayerNorm && slices_for(p.cols, p.x_dtype) > 1) {
-    const int64_t limit = slice_elems(1, p.x_dtype);
-    return "rows of N=" + std::to_string(p.cols) +
-           " elements: the CUDA layernorm backward kernel takes N <= " + std::to_string(limit) +
-           " for " + dtype_name(p.x_dtype) + " rows, as its forward does";
-  }
   if (slices_for(p.cols, p.x_dtype) > kBackwardMaxClusterSlices) {
     const int64_t limit = slice_elems(kBackwardMaxClusterSlices, p.x_dtype);
     return "rows of N=" + std::to_string(p.cols) +
@@ -190,8 +184,7 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
       plan.block_threads > kBackwardMaxThreads) {
     return "block_threads must be max(threads_per_row, 32): one row at a time, whole warps";
   }
-  // LayerNorm's rows are one slice (backward_unsupported), whose entries are all for_layernorm
-  // (tests/cpp/test_kernel_table.cpp).
+  // Every entry is instantiated for LayerNorm's gradient too (tests/cpp/test_kernel_table.cpp).
   if (backward_kernel_entry(plan) < 0) {
     return "no instantiated backward kernel (core/kernel_table.h) has the plan's vector_io, "
            "chunks_per_thread, prefetch_next_row and cluster";

@@ -102,11 +102,12 @@ int backward_block_threads(int64_t cols, DType x_dtype);
 inline constexpr int kBackwardMaxClusterSlices = kMaxClusterCtas;
 // A cluster CTA copies its slice of the next row (x and dy) into shared memory while it works on
 // the current one: two rows of both tensors' slices (128 KiB), dynamic. Its static shared memory
-// (alternate rows' warp and slice sums) stays within kBackwardClusterStaticSmemBytes
+// (alternate rows' sums of up to 32 warps and kBackwardMaxClusterSlices slices, at most a pair of
+// float64: LayerNorm's) stays within kBackwardClusterStaticSmemBytes
 // (static_assert in the kernel). Both must fit the device's opt-in limit per CTA.
 inline constexpr int kBackwardClusterSmemBytes =
     2 * 2 * kBackwardMaxChunksPerThread * kBackwardMaxThreads * 16;
-inline constexpr int kBackwardClusterStaticSmemBytes = 1024;
+inline constexpr int kBackwardClusterStaticSmemBytes = 2 * (32 + kBackwardMaxClusterSlices) * 16;
 
 // The backward on CUDA (kernels/norm_backward.cuh): one CTA per weight-gradient block (a cluster
 // of one CTA per slice for long rows), which walks its rows in order, a whole row at a time (the

@@ -81,12 +81,13 @@ inline constexpr ForwardKernel kForwardKernels[] = {
     {kFused, kTwoPass,  true,  0,      1,     0,          kAny,  kRowThreads,      0},
     {kFused, kTile,     true,  kSlots, kLanes, kSlots,    kAny,  kTileMaxThreads,  kTileStaticSmemBytes},
     {kFused, kCluster,  true,  kSlots, kLanes, kSlots,    kAny,  kClusterMaxThreads, kClusterStaticSmemBytes},
-    // LayerNorm and layernorm_forward: rows of one slice; the weight is read at the store
+    // LayerNorm and layernorm_forward: no two_pass; the weight is read at the store
     {kLn,    kRegs,     false, 1,      1,     0,          kF32,  kRowThreads,      0},
     {kLn,    kRegs,     false, 2,      1,     0,          kF32,  kRowThreads,      0},
     {kLn,    kRegs,     true,  1,      1,     0,          kF32,  kRowThreads,      0},
     {kLn,    kRegs,     true,  2,      1,     0,          kF32,  kRowThreads,      0},
     {kLn,    kTile,     true,  kSlots, kLanes, 0,         kF32,  kTileMaxThreads,  kTileStaticSmemBytes},
+    {kLn,    kCluster,  true,  kSlots, kLanes, 0,         kF32,  kClusterMaxThreads, kClusterStaticSmemBytes},
 };
 // clang-format on
 }  // namespace forward_table
@@ -146,14 +147,14 @@ struct BackwardKernel {
 
 // Vector I/O prefetches the next row at 1 or 2 chunks a thread and reloads the weight from L1 at
 // 4; element-wise rows take 1 or 2 chunks (more spilled). Long rows: vector I/O, 4 chunks, a
-// cluster, RMSNorm only: LayerNorm's bias partials beside the cluster's state spilled 4-28 bytes
-// (ptxas, sm_90a), and its forward takes one slice (plan.h, cuda_forward_unsupported).
+// cluster, with the rows staged in shared memory (so LayerNorm's bias partials fit beside the
+// weight's: no spill, ptxas, sm_90a).
 inline constexpr std::array<BackwardKernel, 6> kBackwardKernels = {{{true, 1, true, false, true},
                                                                     {true, 2, true, false, true},
                                                                     {true, 4, false, false, true},
                                                                     {false, 1, false, false, true},
                                                                     {false, 2, false, false, true},
-                                                                    {true, 4, false, true, false}}};
+                                                                    {true, 4, false, true, true}}};
 
 // The entry a backward plan launches (its index in kBackwardKernels), or -1.
 int backward_kernel_entry(const BackwardPlan& plan);

@@ -328,11 +328,36 @@ int threads_per_row_for(int64_t cols, DType x_dtype) {
   return static_cast<int>(threads < kMaxThreadsPerRow ? threads : kMaxThreadsPerRow);
 }
 
-std::string cuda_forward_unsupported(const NormProblem& p) {
-  if (traits_of(p.op).sliced_rows || slices_for(p.cols, p.x_dtype) == 1) return "";
-  const int64_t limit = kSliceChunks * int64_t{16 / dtype_size(p.x_dtype)};
-  return "must have N <= " + std::to_string(limit) + " (x.size(-1)) on CUDA for " +
-         dtype_name(p.x_dtype) + " rows: layernorm's CUDA kernel holds a row in registers";
+std::string cuda_forward_unsupported(const NormProblem& p, const DeviceInfo& device) {
+  const int slices = slices_for(p.cols, p.x_dtype);
+  if (traits_of(p.op).two_pass_rows || slices == 1) return "";
+  const bool vector_io = aligned_for_vectors(p, 16 / dtype_size(p.x_dtype));
+  if (cluster_fits(p, device, slices, cluster_slices_per_cta(p, device, slices), vector_io)) {
+    return "";
+  }
+  const std::string rows =
+      std::string(" (x.size(-1)) on CUDA for ") + dtype_name(p.x_dtype) + " rows";
+  const int64_t elems_per_slice = kSliceChunks * int64_t{16 / dtype_size(p.x_dtype)};
+  const std::string one_slice = "must have N <= " + std::to_string(elems_per_slice) + rows;
+  if (slices > kMaxClusterSlices) {
+    return "must have N <= " + std::to_string(kMaxClusterSlices * elems_per_slice) + rows + ": " +
+           op_name(p.op) + "'s longest rows are a cluster of " + std::to_string(kMaxClusterCtas) +
+           " CTAs of two slices of " + std::to_string(elems_per_slice);
+  }
+  if (device.cc_major < 9) {
+    return one_slice + " on compute capability " + std::to_string(device.cc_major) + "." +
+           std::to_string(device.cc_minor) + ": longer " + op_name(p.op) +
+           " rows run as a thread block cluster (9.0 and later)";
+  }
+  if (!vector_io) {
+    return one_slice + " that are not 16-byte vectors: longer " + op_name(p.op) +
+           " rows run as a thread block cluster, which needs N a multiple of " +
+           std::to_string(16 / dtype_size(p.x_dtype)) +
+           " and 16-byte aligned rows of x and out, weight and bias";
+  }
+  return one_slice + ": longer " + op_name(p.op) + " rows run as a thread block cluster, " +
+         "whose shared memory does not fit this device's " +
+         std::to_string(device.max_smem_per_block) + " bytes per block";
 }
 
 int kernel_ctas_per_sm(const KernelImage& image, int block_threads, int smem_bytes,
@@ -400,12 +425,7 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
     const bool takes_tile =
         tile_fits(p, device, plan.threads_per_row, plan.chunks_per_row, plan.vector_io) &&
         tile_pays(p, plan.threads_per_row, plan.chunks_per_row, tile.groups, device);
-    if (!traits_of(p.op).sliced_rows && !takes_tile) {
-      // Rows of one slice (longer ones are refused before planning: cuda_forward_unsupported),
-      // held in registers for both statistics where the tile does not pay.
-      plan.variant = KernelVariant::kRowInRegisters;
-      plan.chunks_per_thread = static_cast<int>(next_pow2(needed));
-    } else if (plan.slices > 1) {
+    if (plan.slices > 1) {
       // Every batch size the same way: a long row's reduction is its slices' (see kSliceChunks).
       const int per_cta = cluster_slices_per_cta(p, device, plan.slices);
       if (cluster_fits(p, device, plan.slices, per_cta, plan.vector_io)) {
@@ -420,6 +440,8 @@ NormPlan make_plan(const NormProblem& p, const DeviceInfo& device, const LaunchO
         plan.weight_held_chunks =
             weight_held_chunks(p, device, plan.variant, plan.grid, plan.block_threads);
       } else {
+        // RMSNorm's; LayerNorm's long rows are refused where no cluster takes them
+        // (cuda_forward_unsupported), and a two_pass plan for them names no kernel.
         plan.variant = KernelVariant::kTwoPass;
       }
     } else if (takes_tile) {

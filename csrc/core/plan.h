@@ -112,11 +112,11 @@ inline constexpr int kFusedPairsMinLastWavePercent = 80;
 inline constexpr int kTileMaxReductions = 2;
 inline constexpr int kTileStaticSmemBytes =
     kTileMaxReductions * kTileMaxThreads * kTileLanesPerThread / 32 * 8;
-// Static shared memory of the cluster kernel: the lane-warp sums of up to two slices, the
-// row's slice sums (float64 at most).
+// Static shared memory of the cluster kernel: the lane-warp sums of up to two slices, and the
+// row's slice sums for each of up to two reductions (LayerNorm's), float64 at most.
 inline constexpr int kClusterMaxThreads = kTileMaxThreads * kMaxSlicesPerClusterCta;
 inline constexpr int kClusterStaticSmemBytes =
-    kClusterMaxThreads * kTileLanesPerThread / 32 * 8 + kMaxClusterSlices * 8;
+    kClusterMaxThreads * kTileLanesPerThread / 32 * 8 + kTileMaxReductions * kMaxClusterSlices * 8;
 // Row groups per SM from which rmsnorm takes the tile schedule; below, the registers schedule
 // (one lane per thread: the shortest path through a row) is faster. Measured on the H200
 // (a schedule sweep, bf16): at 2 groups per SM registers won (N=4096, M=512: 3.90 against
@@ -192,10 +192,11 @@ int threads_per_row_for(int64_t cols, DType x_dtype);
 // Slices of a row's reduction layout (1 up to kSliceChunks chunks): batch-invariant too.
 int slices_for(int64_t cols, DType x_dtype);
 
-// Why `problem` has no CUDA schedule (a message naming N and the limit), or "" when it has one:
-// LayerNorm runs the registers schedule only, whose rows are one slice: N <= 16384 at 16 bits,
-// 8192 at float32. The binding raises it as an argument error before planning.
-std::string cuda_forward_unsupported(const NormProblem& problem);
+// Why `problem` has no CUDA schedule on `device` (a message naming N and the limit), or "" when
+// it has one: LayerNorm has no two_pass kernel, so its rows longer than one slice (16-bit N >
+// 16384, float32 N > 8192) need the cluster (sm_90+, vector I/O, at most kMaxClusterSlices
+// slices). The binding raises it as an argument error before planning.
+std::string cuda_forward_unsupported(const NormProblem& problem, const DeviceInfo& device);
 
 // Pure function of its inputs (and of what `image_of` answers). Throws std::logic_error if the
 // plan it built breaks an invariant (a bug in the planner, never a user error: inputs are

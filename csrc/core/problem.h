@@ -12,7 +12,7 @@ namespace oink {
 enum class NormOp : uint8_t {
   kRmsNorm,          // out = rmsnorm(x)
   kFusedAddRmsNorm,  // residual = x + residual; x = rmsnorm(residual)   (vLLM semantics)
-  kLayerNorm,        // out = layernorm(x, weight, bias) (CUDA: the registers schedule only)
+  kLayerNorm,        // out = layernorm(x, weight, bias)
 };
 
 // The row operations of one instantiation set of CUDA kernels (core/kernel_table.h). RMSNorm and
@@ -30,7 +30,7 @@ struct NormOpTraits {
   bool two_reductions;  // the mean, then the squared deviations (no folded register lanes)
   bool saves_stats;     // has the form that saves its statistics (rmsnorm_forward, ...)
   bool has_bias;        // may add a bias
-  bool sliced_rows;     // rows of several slices on CUDA (cluster, two_pass); else N <= a slice
+  bool two_pass_rows;   // long rows no cluster takes run two_pass (else cuda_forward_unsupported)
   bool streamed;        // the streamed kernel, and the cluster holding half a wider weight
   bool holds_weight;    // tile and cluster threads hold weight chunks in registers
   KernelOps kernel_ops;
@@ -38,7 +38,7 @@ struct NormOpTraits {
 
 // clang-format off
 inline constexpr NormOpTraits kNormOps[] = {
-//   op                         name                  streams residual 2 red. stats  bias   sliced streamed holds  kernels
+//   op                         name                  streams residual 2 red. stats  bias   2-pass streamed holds  kernels
     {NormOp::kRmsNorm,          "rmsnorm",            1,      false,   false, true,  false, true,  true,    true,  KernelOps::kRmsNorm},
     {NormOp::kFusedAddRmsNorm,  "fused_add_rms_norm", 2,      true,    false, false, false, true,  false,   true,  KernelOps::kFusedAdd},
     {NormOp::kLayerNorm,        "layernorm",          1,      false,   true,  true,  true,  false, false,   false, KernelOps::kLayerNorm},

@@ -170,18 +170,30 @@ __device__ __forceinline__ void cluster_sync_released_by(bool release) {
 }
 
 // Writes `value` to the variable at `local` (this CTA's shared memory) in CTA `rank` of the
-// cluster: the same variable in that CTA's shared memory (distributed shared memory).
+// cluster: the same variable in that CTA's shared memory (distributed shared memory). One store
+// of its bits: a float or a double, or a pair of them (device::Pair, aligned to its size).
 template <typename V>
 __device__ __forceinline__ void store_to_cluster_rank(V* local, uint32_t rank, V value) {
-  static_assert(sizeof(V) == 4 || sizeof(V) == 8, "a float or a double");
+  static_assert(sizeof(V) == 4 || sizeof(V) == 8 || sizeof(V) == 16, "one, two or four words");
+  static_assert(alignof(V) == sizeof(V), "aligned to its size: one store");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(local));
   uint32_t remote = 0;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(address), "r"(rank));
   if constexpr (sizeof(V) == 4) {
-    asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(value) : "memory");
+    uint32_t bits;
+    __builtin_memcpy(&bits, &value, 4);
+    asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(remote), "r"(bits) : "memory");
+  } else if constexpr (sizeof(V) == 8) {
+    uint64_t bits;
+    __builtin_memcpy(&bits, &value, 8);
+    asm volatile("st.shared::cluster.u64 [%0], %1;\n" ::"r"(remote), "l"(bits) : "memory");
   } else {
-    asm volatile("st.shared::cluster.f64 [%0], %1;\n" ::"r"(remote), "d"(value) : "memory");
+    uint64_t bits[2];
+    __builtin_memcpy(bits, &value, 16);
+    asm volatile("st.shared::cluster.v2.u64 [%0], {%1, %2};\n" ::"r"(remote), "l"(bits[0]),
+                 "l"(bits[1])
+                 : "memory");
   }
 #else
   (void)local;

@@ -213,7 +213,10 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   const int64_t block = kCluster ? int64_t{device::cluster_index()} : int64_t{blockIdx.x};
   const int64_t slice_first = int64_t{slice} * kSliceChunks;  // the slice's first chunk
 
-  const int tpr = p.threads_per_row;
+  // A cluster CTA's lanes are a slice's 512 (backward_plan_violation): a constant, so that its
+  // columns are one base plus constants (LayerNorm's float32 rows spilled 12 bytes with them
+  // computed from the parameter, ptxas sm_90a).
+  const int tpr = kCluster ? kBackwardMaxThreads : p.threads_per_row;
   const int lane = threadIdx.x;  // block_threads = max(tpr, 32): lanes >= tpr own no chunk
   const int64_t n = p.cols;
   bool mine[kChunks];
@@ -392,7 +395,6 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
       __shared__ Sums slice_sums[2][kBackwardMaxClusterSlices];
       const int ctas = static_cast<int>(device::cluster_ctas());  // the row's slices
       Sums* const row_sums = slice_sums[parity];
-      static_assert(std::is_same_v<Sums, Acc>, "RMSNorm's one sum a row (kernel_table.h)");
       if (lane < ctas) device::store_to_cluster_rank(&row_sums[slice], lane, sums);
       static_assert(kBackwardMaxClusterSlices <= 32, "the senders (lane < ctas) are one warp");
       device::cluster_sync_released_by(lane < 32);

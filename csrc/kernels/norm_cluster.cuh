@@ -7,6 +7,9 @@
 // read at once by its own SM, the slices' sums meet in distributed shared memory, and each CTA
 // scales its own slice: one DRAM round trip, one exchange, one store.
 //
+// LayerNorm's rows take two exchanges: the slices' sums (the mean), then their sums of squared
+// deviations from that mean, each added in slice order, as the tile adds its lanes.
+//
 // Each CTA is a tile of its slice (TileThread: 256 threads playing the slice's 1024 lanes, 8
 // chunks each, staged in shared memory, the weight in registers as the budget allows), so a slice's
 // sum has the bits of a row of that length; the row's sum is the slices' sums added in slice order,
@@ -53,12 +56,18 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, W
   using Thread = TileThread<T, W, Op, kHeldChunks>;
   using Row = typename Thread::Row;
   using Acc = typename Thread::Acc;
-  static_assert(Op::kFamily == RowFamily::kRmsNorm, "layernorm rows are one slice (plan.cpp)");
+  constexpr bool kSecond = Row::kReductions == 2;  // LayerNorm: the squared deviations too
   extern __shared__ uint4 slots[];
   __shared__ alignas(16) Acc warp_sums[kClusterMaxThreads * kTileLanesPerThread / 32];
   __shared__ Acc slice_sums[kMaxClusterSlices];
-  static_assert(sizeof(warp_sums) + sizeof(slice_sums) <= kClusterStaticSmemBytes,
-                "the planner counts these bytes");
+  // The second reduction's slice sums have a buffer of their own: a CTA past the first exchange
+  // sends them while another may still be adding the first's. Its lane warps reuse warp_sums:
+  // the cluster barrier between the two reductions orders every warp of the CTA.
+  __shared__ Acc second_slice_sums[kSecond ? kMaxClusterSlices : 1];
+  static_assert(Row::kReductions <= kTileMaxReductions, "one slice-sum buffer each");
+  static_assert(
+      sizeof(warp_sums) + sizeof(slice_sums) + sizeof(second_slice_sums) <= kClusterStaticSmemBytes,
+      "the planner counts these bytes");
   const int slices = p.slices;  // 2 to kMaxClusterSlices
   device::cluster_arrive_relaxed();
 
@@ -74,21 +83,28 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, W
   Thread thread(r, t, kMaxThreadsPerRow, slice_first, slice_chunks, true, slots);
   begin_rows<W, true>(p);  // after the addresses: they overlap the preceding kernel (PDL)
   thread.issue();
-  const Acc slice_sum = thread.slice_sum(warp_sums);
 
-  device::cluster_wait();  // every CTA of the cluster has started
-  if (t < ctas && slice < slices) {
-    device::store_to_cluster_rank(&slice_sums[slice], t, slice_sum);
-  }
-  // Every slice's sum is in every CTA's slice_sums: released by the warps that sent them (the
-  // first of each slice's threads), the others' arrival relaxed.
+  // A reduction's slice sum sent into every CTA's `sums[slice]`, released by the warps that sent
+  // them (the first of each slice's threads), the others' arrival relaxed; then the row's sum,
+  // the slices' added in slice order.
   static_assert(kMaxClusterCtas <= 32, "a slice's senders (t < ctas) are its first warp");
-  device::cluster_sync_released_by(t < 32);
-  Acc total = 0;
-  for (int k = 0; k < slices; ++k) total += slice_sums[k];
-  const Acc rstd = Row::inv_rms(total, p);
-  Row::save_stats(p, row, slice == 0 && t == 0, rstd);
-  thread.store(rstd);
+  auto exchange = [&](Acc* sums, Acc slice_sum) {
+    if (t < ctas && slice < slices) device::store_to_cluster_rank(&sums[slice], t, slice_sum);
+    device::cluster_sync_released_by(t < 32);
+    Acc total = 0;
+    for (int k = 0; k < slices; ++k) total += sums[k];
+    return total;
+  };
+  const Acc first_sum = thread.slice_sum(warp_sums);
+  device::cluster_wait();  // every CTA of the cluster has started
+  typename Row::Stats stats = Row::finish_first(exchange(slice_sums, first_sum), p);
+  if constexpr (kSecond) {
+    const Acc second_sum = thread.second_slice_sum(stats, warp_sums);
+    stats = Row::finish_second(exchange(second_slice_sums, second_sum), p, stats);
+  }
+  // No CTA leaves before the last exchange's barrier, after every send into it.
+  Row::save_stats(p, row, slice == 0 && t == 0, stats);
+  thread.store(stats);
 }
 
 }  // namespace oink

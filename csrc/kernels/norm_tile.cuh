@@ -168,21 +168,26 @@ struct TileThread {
   }
 
   // A row of one slice (the tile kernel): its statistics, after slice_sum's reduction the
-  // second one where the row type has it (LayerNorm's squared deviations from the mean, summed
-  // from the slots in the same lane order into a warp-sum buffer of its own: a slow warp may
+  // second one where the row type has it, into a warp-sum buffer of its own (a slow warp may
   // still read the first's).
   __device__ Stats row_stats(const KernelParams& p, Acc* warp_sums, Acc* second_warp_sums) {
     Stats stats = Row::finish_first(slice_sum(warp_sums), p);
     if constexpr (Row::kReductions == 2) {
-      const Acc total = fold_slots(
-          [&](int s, Acc acc) {
-            const XVec v = device::bit_cast<XVec>(x_slots[s * block]);
-            return r.second_terms(first + offset_of(s), v, acc, stats);
-          },
-          second_warp_sums);
-      stats = Row::finish_second(total, p, stats);
+      stats = Row::finish_second(second_slice_sum(stats, second_warp_sums), p, stats);
     }
     return stats;
+  }
+
+  // LayerNorm's second reduction over the slice: the squared deviations from the row's mean
+  // (stats, finished from the first), summed from the slots in the same lane order.
+  __device__ Acc second_slice_sum(const Stats& stats, Acc* warp_sums) {
+    static_assert(Row::kReductions == 2, "the row type has a second reduction");
+    return fold_slots(
+        [&](int s, Acc acc) {
+          const XVec v = device::bit_cast<XVec>(x_slots[s * block]);
+          return r.second_terms(first + offset_of(s), v, acc, stats);
+        },
+        warp_sums);
   }
 
   // One reduction over this thread's slots: each lane's chunks in increasing order (acc =

@@ -54,16 +54,16 @@ void widen_for_cuda(NormProblem& p, const std::optional<Tensor>& w,
   if (b) p.bias_align = pointer_alignment(b->data_ptr());
 }
 
-// The CUDA path: the registers schedule of kernels/layernorm_row.cuh, with the weight and bias
-// widened to float32 (one kernel type for every weight dtype).
+// The CUDA path: the row type of kernels/layernorm_row.cuh in the schedule make_plan picks, with
+// the weight and bias widened to float32 (one kernel type for every weight dtype).
 void forward_cuda(const char* op, NormProblem p, const Tensor& x, const Tensor& out,
                   const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
                   double eps, const Tensor& mean, const Tensor& rstd) {
-  // An empty batch runs no kernel (run_forward), so no row length is out of its reach.
-  const std::string unsupported = p.rows == 0 ? "" : cuda_forward_unsupported(p);
-  if (!unsupported.empty()) throw ArgError(op, "x", unsupported, shape_of(x));
   const std::optional<Tensor> w = as_float32(weight), b = as_float32(bias);
-  widen_for_cuda(p, w, b);
+  widen_for_cuda(p, w, b);  // new tensors only: what the kernel would read, for the check below
+  // An empty batch runs no kernel (run_forward), so no row length is out of its reach.
+  const std::string unsupported = p.rows == 0 ? "" : cuda_forward_unsupported(p, device_info_of(x));
+  if (!unsupported.empty()) throw ArgError(op, "x", unsupported, shape_of(x));
   NormArgs args;
   args.x = x.data_ptr();
   args.out = out.data_ptr();
@@ -201,9 +201,9 @@ NormProblem layernorm_problem_for_explain(const Tensor& x, const std::optional<T
   // allocator's alignment (the problem's default), or dense, which is only known by making it.
   if (!x_rows.one_row_stride()) check_out(p, op, x, x_rows, output_for(x, x_rows));
   if (x.is_cuda()) {
-    const std::string unsupported = cuda_forward_unsupported(p);
-    if (!unsupported.empty()) throw ArgError(op, "x", unsupported, shape_of(x));
     widen_for_cuda(p, as_float32(weight), as_float32(bias));  // as a call would: new copies
+    const std::string unsupported = cuda_forward_unsupported(p, device_info_of(x));
+    if (!unsupported.empty()) throw ArgError(op, "x", unsupported, shape_of(x));
   }
   return p;
 }

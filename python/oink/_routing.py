@@ -21,9 +21,12 @@ A call is routed when all of these hold, and passed to PyTorch otherwise (never 
   and bias of x's dtype, or on the CPU float32 for 16-bit x (PyTorch's mixed types; the others,
   and any mix on CUDA, raise in PyTorch and still do);
 * x's rows do not overlap and their leading dimensions coalesce into at most four;
-* CUDA limits: layer_norm N <= 16384 (float32: 8192); when a gradient is needed (grad mode on
-  and an input requires grad) rms_norm N <= 262144 (float32: 131072; below compute capability
-  9.0, 16384 and 8192), and rows longer than 8192 (float32: 4096) must be whole 16-byte chunks;
+* CUDA limits: layer_norm N <= 16384 (float32: 8192), and past that (a thread block cluster:
+  compute capability 9.0 and up) rows of 16-byte vectors (N whole chunks, x 16-byte aligned, its
+  row strides whole chunks, a float32 weight and bias 16-byte aligned) up to N = 524288 (float32:
+  262144); when a gradient is needed (grad mode on and an input requires grad) both N <= 262144
+  (float32: 131072; below compute capability 9.0, 16384 and 8192), and rows longer than 8192
+  (float32: 4096) must be whole 16-byte chunks;
 * no autocast on x's device unless every tensor is float32 (autocast's policy for norms may cast
   16-bit inputs to float32 there), no forward-mode AD level and no torch.func transform active.
 
@@ -199,8 +202,28 @@ class _Route(TorchFunctionMode):
         if dtypes and dtypes != {x.dtype} and not mixed:
             return False
         if x.device.type == "cuda":
-            return self._cuda_rows(x, x.shape[-1], self._needs_grad((x, weight, bias)))
+            n, grad = x.shape[-1], self._needs_grad((x, weight, bias))
+            if n <= (8192 if x.dtype == torch.float32 else 16384):
+                return self._cuda_rows(x, n, grad)
+            # Longer rows run in a thread block cluster (compute capability 9.0 and up), one CTA
+            # or two a slice (32 slices at most; the backward's: 16), as 16-byte vectors.
+            if torch.cuda.get_device_capability(x.device)[0] < 9:
+                return False
+            if not self._vector_rows(x, (weight, bias)):
+                return False
+            return self._cuda_rows(x, n, grad, 16 if grad else 32)
         return True
+
+    @staticmethod
+    def _vector_rows(x, params) -> bool:
+        """x's rows, and the float32 parameters the kernel reads (a 16-bit one is copied into
+        new, aligned memory), move as 16-byte chunks."""
+        chunk = 16 // x.element_size()
+        if x.shape[-1] % chunk or x.data_ptr() % 16:
+            return False
+        if any(s % chunk for s, d in zip(x.stride()[:-1], x.shape[:-1], strict=True) if d > 1):
+            return False
+        return all(p is None or p.dtype != torch.float32 or p.data_ptr() % 16 == 0 for p in params)
 
 
 _DEFAULT_DEVICES = ("cuda",)

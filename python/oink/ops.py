@@ -63,9 +63,10 @@ def layernorm(
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last dimension (the biased
     variance, as torch.nn.functional.layer_norm), rounded once to x's dtype: in float64 on the
     CPU (float64 x included, for gradcheck); on CUDA in float32 (float64 for float32 rows), N <=
-    16384 (float32: 8192). x's layouts as rmsnorm's; weight and bias None or contiguous [N]
-    tensors of any float dtype. Differentiable (autograd, torch.compile) on the CPU and on CUDA:
-    its backward is layernorm_backward."""
+    16384 (float32: 8192), and on compute capability 9.0 and up, in a cluster of CTAs, rows of
+    16-byte vectors up to N = 524288 (float32: 262144). x's layouts as rmsnorm's; weight and
+    bias None or contiguous [N] tensors of any float dtype. Differentiable (autograd,
+    torch.compile) on the CPU and on CUDA: its backward is layernorm_backward."""
     return torch.ops.oink.layernorm.default(x, weight, bias, eps)
 
 
@@ -90,7 +91,9 @@ def layernorm_backward(
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """(dx, dweight, dbias) of layernorm for the upstream gradient dy, from layernorm_forward's
     mean and rstd. dweight and dbias have the weight's and bias's dtypes (None where there is
-    none) and are summed in a fixed order: the same bits on every run and at any thread count."""
+    none) and are summed in a fixed order: the same bits on every run and at any thread count.
+    CUDA: N <= 262144 (float32: 131072), in a cluster of CTAs past 16384 (8192) as
+    rmsnorm_backward."""
     return torch.ops.oink.layernorm_backward.default(dy, x, weight, bias, mean, rstd)
 
 

@@ -245,13 +245,6 @@ TEST(MakeBackwardPlan, LongRowsRunAClusterOfOneCtaPerSlice) {
   NormBackwardProblem odd = backward(DType::kBFloat16, 32767, 4);
   EXPECT_FALSE(backward_wants_dense_rows(odd));
   EXPECT_TRUE(backward_unsupported(odd));
-  // LayerNorm's backward takes its forward's rows: one slice.
-  NormBackwardProblem layernorm = backward(DType::kBFloat16, 16392, 4, true, DType::kFloat32);
-  layernorm.rows.op = NormOp::kLayerNorm;
-  const auto why = backward_unsupported(layernorm);
-  ASSERT_TRUE(why);
-  EXPECT_NE(why->find("layernorm"), std::string::npos) << *why;
-  EXPECT_NE(why->find("N <= 16384"), std::string::npos) << *why;
 }
 
 // Unaligned rows take the element-wise kernel, up to 2 chunks a thread (16-bit N <= 8192); longer
@@ -285,12 +278,23 @@ TEST(MakeBackwardPlan, LayerNormTakesRmsNormsRows) {
       EXPECT_EQ(backward_partials_bytes(make_backward_plan(bias_only), bias_only),
                 plan.blocks * n * plan.partial_bytes);
     }
-    // The longest rows take 4 chunks a thread.
+    // The longest rows of one slice take 4 chunks a thread; longer ones RMSNorm's cluster, up
+    // to its limit, with the bias partials beside the weight's.
     EXPECT_EQ(make_backward_plan(layernorm_backward(x, limit, 64, true, true)).chunks_per_thread,
               kBackwardMaxChunksPerThread);
-    const auto why = backward_unsupported(layernorm_backward(x, limit + 8, 4, true, true));
+    for (const int64_t n : {limit + 8, 16 * limit}) {
+      const NormBackwardProblem bp = layernorm_backward(x, n, 4096, true, true);
+      ASSERT_FALSE(backward_unsupported(bp)) << n;
+      const BackwardPlan plan = make_backward_plan(bp);
+      const BackwardPlan rms = make_backward_plan(backward(x, n, 4096));
+      EXPECT_EQ(plan.cluster_ctas, rms.cluster_ctas) << n;
+      EXPECT_EQ(plan.cluster_ctas, plan.slices) << n;
+      EXPECT_EQ(plan.smem_bytes, kBackwardClusterSmemBytes) << n;
+      EXPECT_EQ(backward_partials_bytes(plan, bp), 2 * plan.blocks * n * plan.partial_bytes);
+    }
+    const auto why = backward_unsupported(layernorm_backward(x, 16 * limit + 8, 4, true, true));
     ASSERT_TRUE(why);
-    EXPECT_NE(why->find("N <= " + std::to_string(limit)), std::string::npos) << *why;
+    EXPECT_NE(why->find("N <= " + std::to_string(16 * limit)), std::string::npos) << *why;
   }
   // Its kernel reads a float32 weight only; only layernorm has a bias.
   NormBackwardProblem bp = layernorm_backward(DType::kBFloat16, 4096, 64, true, true);

@@ -118,7 +118,7 @@ TEST(KernelTable, EveryForwardPlanOfTheGridNamesAnEntryAndFitsItsLimits) {
               for (const int64_t m : kGridRows) {
                 const NormProblem p =
                     forward(op.op, op.saves_stats, x, has_weight, w, n, m, x_align);
-                if (!cuda_forward_unsupported(p).empty()) continue;  // refused before planning
+                if (!cuda_forward_unsupported(p, d).empty()) continue;  // refused before planning
                 const NormPlan plan = make_plan(p, d);
                 ++plans;
                 entries_used.insert(forward_kernel_entry(plan, p));

@@ -1031,7 +1031,7 @@ TEST(MakePlan, LayerNormTakesTheTileWhereRmsNormDoesElseRegisters) {
     for (const int64_t n : {int64_t{1}, int64_t{1000}, int64_t{4096}, int64_t{7168}, longest}) {
       for (const int64_t m : {1, 1024, 65536}) {
         NormProblem p = layernorm(x, n, m);
-        EXPECT_EQ(cuda_forward_unsupported(p), "");
+        EXPECT_EQ(cuda_forward_unsupported(p, hopper()), "");
         // rmsnorm's plan for the same rows with a weight of x's dtype (held in registers).
         const NormProblem rms = problem(x, Weight::kSame, NormOp::kRmsNorm, n, m, kLayouts[0]);
         const bool tile = make_plan(rms, hopper()).variant == KernelVariant::kTile;
@@ -1053,11 +1053,8 @@ TEST(MakePlan, LayerNormTakesTheTileWhereRmsNormDoesElseRegisters) {
         }
       }
     }
-    const std::string too_long = cuda_forward_unsupported(layernorm(x, longest + 1, 4));
-    EXPECT_NE(too_long.find("N <= " + std::to_string(longest)), std::string::npos) << too_long;
   }
   EXPECT_GT(tiles, 0);
-  EXPECT_EQ(cuda_forward_unsupported(bf16(131072, 4)), "");  // rmsnorm takes any N
   // A bias at an address that is not 16-byte aligned for its float32 chunks: element-wise I/O,
   // and so the registers schedule at any M.
   NormProblem p = layernorm(DType::kBFloat16, 4096, 65536);
@@ -1065,6 +1062,53 @@ TEST(MakePlan, LayerNormTakesTheTileWhereRmsNormDoesElseRegisters) {
   p.bias_align = 16;
   EXPECT_FALSE(make_plan(p, hopper()).vector_io);
   EXPECT_EQ(make_plan(p, hopper()).variant, KernelVariant::kRowInRegisters);
+}
+
+// LayerNorm's rows longer than one slice run rmsnorm's cluster (both reductions exchanged in it):
+// the same slices and CTAs, the weight held by none. It has no two_pass kernel, so where no
+// cluster takes the rows (before sm_90, element-wise I/O, more than kMaxClusterSlices slices) the
+// call is refused before planning, with the reason.
+TEST(MakePlan, LayerNormLongRowsTakeTheClusterOrAreRefusedWithTheReason) {
+  for (const DType x : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    const int64_t slice = x == DType::kFloat32 ? 8192 : 16384;
+    for (const int64_t n : {slice + 8, 4 * slice, 16 * slice + 8, 32 * slice}) {
+      for (const int64_t m : {1, 70, 4096}) {
+        NormProblem p = layernorm(x, n, m);
+        ASSERT_EQ(cuda_forward_unsupported(p, hopper()), "") << n;
+        const NormProblem rms = problem(x, Weight::kFloat32, NormOp::kRmsNorm, n, m, kLayouts[0]);
+        const NormPlan rms_plan = make_plan(rms, hopper());
+        for (const bool saving : {false, true}) {
+          p.saves_stats = saving;
+          const NormPlan plan = make_plan(p, hopper());
+          SCOPED_TRACE(describe(plan, p, hopper()));
+          EXPECT_EQ(plan.variant, KernelVariant::kCluster);
+          EXPECT_EQ(plan.slices, rms_plan.slices);
+          EXPECT_EQ(plan.cluster_ctas, rms_plan.cluster_ctas);
+          EXPECT_EQ(plan.block_threads, rms_plan.block_threads);
+          EXPECT_EQ(plan.weight_held_chunks, 0);  // the weight and bias are read at the store
+        }
+      }
+    }
+    const auto refused = [&](const NormProblem& p, const DeviceInfo& d, const std::string& words) {
+      const std::string why = cuda_forward_unsupported(p, d);
+      EXPECT_NE(why.find(words), std::string::npos) << why;
+    };
+    const std::string one_slice = "N <= " + std::to_string(slice);
+    refused(layernorm(x, 32 * slice + 8, 4), hopper(), "N <= " + std::to_string(32 * slice));
+    refused(layernorm(x, slice + 8, 4), ampere(), one_slice + " (x.size(-1)) on CUDA");
+    refused(layernorm(x, slice + 8, 4), ampere(), "compute capability 8.0");
+    NormProblem unaligned = layernorm(x, slice + 8, 4);
+    unaligned.x_align = 4;
+    refused(unaligned, hopper(), one_slice);
+    refused(unaligned, hopper(), "16-byte vectors");
+    NormProblem small_smem = layernorm(x, slice + 8, 4);
+    DeviceInfo tiny = hopper();
+    tiny.max_smem_per_block = 16 * 1024;
+    refused(small_smem, tiny, "shared memory");
+    // One slice is taken anywhere; rmsnorm's long rows too (two_pass where no cluster fits).
+    EXPECT_EQ(cuda_forward_unsupported(layernorm(x, slice, 4), ampere()), "");
+    EXPECT_EQ(cuda_forward_unsupported(bf16(131072, 4), ampere()), "");
+  }
 }
 
 TEST(PlanViolation, KeepsLayerNormToItsKernels) {

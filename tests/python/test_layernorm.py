@@ -347,18 +347,62 @@ def test_cuda_statistics_of_empty_rows_and_batches():
     assert y.shape == (0, 4096) and mean.shape == rstd.shape == (0,)
 
 
+requires_clusters = pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9,
+    reason="rows longer than one slice run in a thread block cluster (compute capability 9.0)",
+)
+
+
+def slice_elems(dtype):
+    return 8192 if dtype == torch.float32 else 16384
+
+
 @requires_cuda
-def test_cuda_long_rows_are_refused_clearly(gen):
-    x = torch.randn(2, 16385, device="cuda", dtype=torch.bfloat16)
-    expect_error(oink.layernorm, x, None, None, EPS, arg="x", expected="N <= 16384")
-    x32 = torch.randn(2, 8193, device="cuda")
-    expect_error(oink.layernorm, x32, None, None, EPS, arg="x", expected="N <= 8192")
-    # The backward takes the forward's rows: one slice, 16-bit N <= 16384, float32 N <= 8192.
-    for dtype, n, limit in ((torch.bfloat16, 16392, 16384), (torch.float32, 8200, 8192)):
+@requires_clusters
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=dtype_id)
+@pytest.mark.parametrize("slices", [2, 5, 16, 32])
+@pytest.mark.parametrize("m", [1, 70])
+def test_cuda_long_rows_run_the_cluster(dtype, slices, m, gen):
+    """Rows of several slices: a cluster of one CTA per slice (two past 16 slices), the mean's
+    slice sums exchanged, then the squared deviations'. Against float64, the same bits in
+    layernorm and layernorm_forward, and a row's bits alone as in its batch; N=5 slices less one
+    chunk leaves the last slice short."""
+    chunk = 16 // dtype.itemsize
+    n = slices * slice_elems(dtype) - (chunk if slices == 5 else 0)
+    x, w, b = make(m, n, dtype, torch.float32, gen)
+    x, w, b = x.cuda(), w.cuda(), b.cuda()
+    plan = oink.explain(x, w, op="layernorm", bias=b)
+    assert plan.variant == "cluster" and plan.slices == slices
+    y = check_cuda_forward(x, w, b)
+    for r in {0, m - 1}:
+        assert torch.equal(y[r], oink.layernorm(x[r : r + 1].clone(), w, b, EPS)[0])
+
+
+@requires_cuda
+def test_cuda_rows_no_kernel_takes_are_refused_clearly(gen):
+    """Rows longer than one slice need the cluster: 16-byte vectors (an odd N, an unaligned x
+    are refused), compute capability 9.0, at most 32 slices; the backward at most 16."""
+    clusters = torch.cuda.get_device_capability()[0] >= 9
+    for dtype in (torch.bfloat16, torch.float32):
+        limit = slice_elems(dtype)
+        odd = torch.randn(2, limit + 1, device="cuda", dtype=dtype)
+        expect_error(oink.layernorm, odd, None, None, EPS, arg="x", expected=f"N <= {limit}")
+        flat = torch.randn(2 * (limit + 8) + 1, device="cuda", dtype=dtype)
+        unaligned = flat[1:].view(2, limit + 8)
+        expect_error(oink.layernorm, unaligned, None, None, EPS, arg="x", expected=f"N <= {limit}")
+        if not clusters:
+            aligned = torch.randn(2, limit + 8, device="cuda", dtype=dtype)
+            expect_error(oink.layernorm, aligned, None, None, EPS, arg="x",
+                         expected="compute capability")  # fmt: skip
+            continue
+        longest = 32 * limit
+        x = torch.randn(2, longest + 8, device="cuda", dtype=dtype)
+        expect_error(oink.layernorm, x, None, None, EPS, arg="x", expected=f"N <= {longest}")
+        n = 16 * limit + 8
         x = torch.randn(3, n, device="cuda", dtype=dtype)
         mean, rstd = torch.zeros(3, device="cuda"), torch.ones(3, device="cuda")
         expect_error(oink.layernorm_backward, torch.ones_like(x), x, None, None, mean, rstd,
-                     arg="x", expected=f"N <= {limit}")  # fmt: skip
+                     arg="x", expected=f"N <= {16 * limit}")  # fmt: skip
 
 
 # --- CUDA: the backward (kernels/norm_backward.cuh, LayerNormGrad) ------------------------------
@@ -435,6 +479,26 @@ def test_cuda_backward_against_float64(dtypes, m, n, gen):
     x, w, b = make(m, n, dtype, wdtype, gen)
     dy = torch.randn(m, n, generator=gen).to(dtype)
     check_cuda_backward(x.cuda(), w.cuda(), b.to(bdtype).cuda(), dy.cuda())
+
+
+@requires_cuda
+@requires_clusters
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=dtype_id)
+@pytest.mark.parametrize("slices,m", [(2, 300), (5, 70), (16, 24)])
+def test_cuda_backward_long_rows_run_the_cluster(dtype, slices, m, gen):
+    """Rows of several slices: a cluster of one CTA per slice walks each weight-gradient block's
+    rows, the two sums a row exchanged as a pair. Against float64; a row's dx alone as in its
+    batch; dweight and dbias the same bits on every run."""
+    n = slices * slice_elems(dtype)
+    x, w, b = make(m, n, dtype, torch.float32, gen)
+    dy = torch.randn(m, n, generator=gen).to(dtype)
+    x, w, b, dy = x.cuda(), w.cuda(), b.cuda(), dy.cuda()
+    dx, dw, db = check_cuda_backward(x, w, b, dy)
+    _, mean, rstd = oink.layernorm_forward(x, w, b, EPS)
+    one = oink.layernorm_backward(dy[-1:], x[-1:], w, b, mean[-1:], rstd[-1:])
+    assert torch.equal(one[0][0], dx[-1])
+    again = oink.layernorm_backward(dy, x, w, b, mean, rstd)
+    assert torch.equal(again[0], dx) and torch.equal(again[1], dw) and torch.equal(again[2], db)
 
 
 @requires_cuda

@@ -238,15 +238,22 @@ def test_cuda_limits_reach_pytorch(gen):
     x64 = torch.randn(2, 64, dtype=torch.float64, device=dev)
     passes(lambda t: F.rms_norm(t, (64,)), "rms_norm", x64)
     passes(lambda t: F.layer_norm(t, (64,)), "layer_norm", x64)
-    long32 = torch.randn(2, 8192 + 4, device=dev)
-    passes(lambda t: F.layer_norm(t, (t.shape[-1],)), "layer_norm", long32)
+    clusters = torch.cuda.get_device_capability()[0] >= 9
+    # layer_norm past one slice: rows of 16-byte vectors on compute capability 9.0 (a cluster of
+    # CTAs), at most 32 slices.
+    layer_norm = lambda t: F.layer_norm(t, (t.shape[-1],))  # noqa: E731
+    passes(layer_norm, "layer_norm", torch.randn(2, 8192 + 1, device=dev))
+    passes(layer_norm, "layer_norm", torch.randn(2, 16384 + 1, device=dev, dtype=torch.bfloat16))
+    passes(layer_norm, "layer_norm", torch.randn(2, 524288 + 8, device=dev, dtype=torch.bfloat16))
     long16 = torch.randn(2, 16384 + 8, device=dev, dtype=torch.bfloat16)
-    passes(lambda t: F.layer_norm(t, (t.shape[-1],)), "layer_norm", long16)
+    if not clusters:
+        passes(layer_norm, "layer_norm", long16)
     _routing.reset_stats()
     # rms_norm's forward takes any N; its backward N <= 262144 on compute capability 9.0 (a
     # cluster of CTAs), 16384 below.
-    clusters = torch.cuda.get_device_capability()[0] >= 9
     with oink.enabled():
+        F.layer_norm(long16, (long16.shape[-1],))
+        assert counts("layer_norm") == ((1, 0) if clusters else (0, 1))
         F.rms_norm(long16, (long16.shape[-1],))
         assert counts("rms_norm") == (1, 0)
         y = F.rms_norm(long16.clone().requires_grad_(), (long16.shape[-1],))

@@ -3,7 +3,7 @@
 Inference suites (rmsnorm and the fused add): decode (regimes hbm and l2), mid, large, large_n
 (long rows), variants (fp16, a float32 weight, padded rows); training: the forward and backward
 passes of RMSNorm and LayerNorm at Quack's shapes and DeepSeek-V3's hidden size; training_long:
-RMSNorm's at rows of 2 to 16 slices (a cluster per weight-gradient block); softmax (its
+the same at rows of 2 to 16 slices (a cluster per row or weight-gradient block); softmax (its
 forward and backward at Quack's shapes); cross_entropy (one step, loss and backward, at Llama's,
 Qwen's and Gemma's vocabularies: N is V); linear_cross_entropy (one step from the hidden states,
 Llama-3-8B's and Qwen3's LM head: hidden size 4096; timed eagerly, with its peak memory)."""
