@@ -112,11 +112,12 @@ inline constexpr int kFusedPairsMinLastWavePercent = 80;
 inline constexpr int kTileMaxReductions = 2;
 inline constexpr int kTileStaticSmemBytes =
     kTileMaxReductions * kTileMaxThreads * kTileLanesPerThread / 32 * 8;
-// Static shared memory of the cluster kernel: the lane-warp sums of up to two slices, and the
-// row's slice sums for each of up to two reductions (LayerNorm's), float64 at most.
+// Static shared memory of the cluster kernel, for each of up to two reductions (LayerNorm's):
+// the lane-warp sums of up to two slices and the row's slice sums, float64 at most.
 inline constexpr int kClusterMaxThreads = kTileMaxThreads * kMaxSlicesPerClusterCta;
 inline constexpr int kClusterStaticSmemBytes =
-    kClusterMaxThreads * kTileLanesPerThread / 32 * 8 + kTileMaxReductions * kMaxClusterSlices * 8;
+    kTileMaxReductions *
+    (kClusterMaxThreads * kTileLanesPerThread / 32 * 8 + kMaxClusterSlices * 8);
 // Row groups per SM from which rmsnorm takes the tile schedule; below, the registers schedule
 // (one lane per thread: the shortest path through a row) is faster. Measured on the H200
 // (a schedule sweep, bf16): at 2 groups per SM registers won (N=4096, M=512: 3.90 against

@@ -60,14 +60,16 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, W
   extern __shared__ uint4 slots[];
   __shared__ alignas(16) Acc warp_sums[kClusterMaxThreads * kTileLanesPerThread / 32];
   __shared__ Acc slice_sums[kMaxClusterSlices];
-  // The second reduction's slice sums have a buffer of their own: a CTA past the first exchange
-  // sends them while another may still be adding the first's. Its lane warps reuse warp_sums:
-  // the cluster barrier between the two reductions orders every warp of the CTA.
+  // The second reduction has buffers of its own: a CTA past the first exchange sends its slice
+  // sums while another may still be adding the first's, and the first's lane-warp sums may still
+  // be read by a warp whose arrival at the exchange's barrier was relaxed (no order for its loads).
+  __shared__ alignas(16) Acc second_warp_sums[kSecond ? sizeof(warp_sums) / sizeof(Acc) : 1];
   __shared__ Acc second_slice_sums[kSecond ? kMaxClusterSlices : 1];
-  static_assert(Row::kReductions <= kTileMaxReductions, "one slice-sum buffer each");
-  static_assert(
-      sizeof(warp_sums) + sizeof(slice_sums) + sizeof(second_slice_sums) <= kClusterStaticSmemBytes,
-      "the planner counts these bytes");
+  static_assert(Row::kReductions <= kTileMaxReductions, "one buffer each");
+  static_assert(sizeof(warp_sums) + sizeof(slice_sums) + sizeof(second_warp_sums) +
+                        sizeof(second_slice_sums) <=
+                    kClusterStaticSmemBytes,
+                "the planner counts these bytes");
   const int slices = p.slices;  // 2 to kMaxClusterSlices
   device::cluster_arrive_relaxed();
 
@@ -99,7 +101,7 @@ __global__ void __launch_bounds__(kClusterMaxThreads, (kClusterMinCtasPerSm<T, W
   device::cluster_wait();  // every CTA of the cluster has started
   typename Row::Stats stats = Row::finish_first(exchange(slice_sums, first_sum), p);
   if constexpr (kSecond) {
-    const Acc second_sum = thread.second_slice_sum(stats, warp_sums);
+    const Acc second_sum = thread.second_slice_sum(stats, second_warp_sums);
     stats = Row::finish_second(exchange(second_slice_sums, second_sum), p, stats);
   }
   // No CTA leaves before the last exchange's barrier, after every send into it.
