@@ -12,12 +12,58 @@
 
 namespace oink {
 
+namespace {
+
+// The dtypes oink allocates, by name and element size (0: another code, not expected here).
+struct DTypeFacts {
+  std::string name;
+  int64_t bytes;
+};
+DTypeFacts dtype_facts(int32_t code) {
+  if (code == aoti_torch_dtype_float16()) return {"float16", 2};
+  if (code == aoti_torch_dtype_bfloat16()) return {"bfloat16", 2};
+  if (code == aoti_torch_dtype_float32()) return {"float32", 4};
+  if (code == aoti_torch_dtype_float64()) return {"float64", 8};
+  if (code == aoti_torch_dtype_uint8()) return {"uint8", 1};
+  return {"dtype code " + std::to_string(code), 0};
+}
+
+// What a failed allocation asked for. The shim keeps the allocator's own exception to itself
+// (it logs "Exception in aoti_torch: ..." on stderr and returns an error code), so without this
+// the caller saw only "aoti_torch_empty_strided(...) API call failed at tensors.cpp".
+std::string allocation_failure(const Tensor& x, int32_t dtype, int64_t dims, const int64_t* sizes,
+                               const int64_t* strides) {
+  const DTypeFacts facts = dtype_facts(dtype);
+  std::string shape = "[";
+  int64_t span = 1;  // elements the strides reach (the storage asked for)
+  bool empty = false;
+  for (int64_t d = 0; d < dims; ++d) {
+    shape += (d ? ", " : "") + std::to_string(sizes[d]);
+    span += (sizes[d] - 1) * strides[d];
+    empty = empty || sizes[d] == 0;
+  }
+  shape += "]";
+  if (empty) span = 0;
+  const std::string device = x.is_cuda() ? "cuda:" + std::to_string(x.get_device_index()) : "cpu";
+  std::string bytes;
+  if (facts.bytes > 0) bytes = ", " + std::to_string(span * facts.bytes) + " bytes";
+  return "oink: could not allocate a result of shape " + shape + " (" + facts.name + bytes +
+         ") on " + device +
+         ": out of memory? PyTorch logged the allocator's reason on stderr "
+         "(\"Exception in aoti_torch: ...\")";
+}
+
+}  // namespace
+
 Tensor empty_on(const Tensor& x, int32_t dtype, int64_t dims, const int64_t* sizes,
                 const int64_t* strides) {
   AtenTensorHandle handle = nullptr;
   int32_t device_type = x.is_cuda() ? aoti_torch_device_type_cuda() : aoti_torch_device_type_cpu();
-  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(dims, sizes, strides, dtype, device_type,
-                                                  x.is_cuda() ? x.get_device_index() : 0, &handle));
+  if (aoti_torch_empty_strided(dims, sizes, strides, dtype, device_type,
+                               x.is_cuda() ? x.get_device_index() : 0,
+                               &handle) != AOTI_TORCH_SUCCESS) {
+    throw std::runtime_error(allocation_failure(x, dtype, dims, sizes, strides));
+  }
   return Tensor(handle);
 }
 

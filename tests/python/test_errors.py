@@ -3,6 +3,8 @@ inputs untouched (every byte of the memory each tensor argument views), no CUDA 
 pending."""
 
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -310,3 +312,49 @@ def test_the_untouched_check_catches_a_write(where):
         expect_error(
             lambda x: _writes_then_rejects(x, target), x, arg="x", expected="valid", got="double"
         )
+
+
+ALLOCATION_FAILURE = """
+import resource, sys, torch, oink
+{setup}
+{warm_up}
+mapped = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (mapped + (16 << 20), resource.RLIM_INFINITY))
+try:
+    {call}
+except RuntimeError as e:
+    print(str(e))
+    sys.exit(0)
+sys.exit("no error: the allocation fit")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc: Linux")
+@pytest.mark.parametrize(
+    "setup, call, expected",
+    [
+        (
+            "x = torch.randn(4096, 4096)",
+            "torch.ops.oink.softmax(x)",
+            "[4096, 4096] (float32, 67108864 bytes) on cpu",
+        ),
+        (
+            "x = torch.randn(4096, 8192, dtype=torch.bfloat16)",
+            "torch.ops.oink.rmsnorm(x, None, 1e-6)",
+            "[4096, 8192] (bfloat16, 67108864 bytes) on cpu",
+        ),
+    ],
+)
+def test_a_result_that_does_not_fit_says_what_was_asked_for(setup, call, expected):
+    # The allocator's own exception stays inside PyTorch's shim (logged on stderr), so oink
+    # raises one that says what it asked for. In a subprocess, whose address space is limited to
+    # what it has mapped plus 16 MiB (after a first call on two rows has loaded what the op
+    # loads): the 64 MiB result cannot fit.
+    warm_up = call.replace("(x,", "(x[:2],").replace("(x)", "(x[:2])")
+    script = ALLOCATION_FAILURE.format(setup=setup, warm_up=warm_up, call=call)
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"oink: could not allocate a result of shape {expected}" in run.stdout, run.stdout
+    assert "API call failed" not in run.stdout, run.stdout
