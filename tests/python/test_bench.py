@@ -160,6 +160,22 @@ def test_new_suites_keep_their_shapes_within_the_memory_caps():
         assert set(part.shapes) <= set(full[part.suite].shapes)
 
 
+def test_softmax_shapes_that_would_not_fit_the_gpu_are_left_out():
+    # An H100's 80 GB: the 4 GiB shapes (N=65536, M=32768 bf16) ran out of memory there; an
+    # H200's 141 GB keeps them; 2 GiB shapes stay on both.
+    h100, h200 = 85_000_000_000, 150_000_000_000
+    full = cases.parts(["softmax"], "cuda", False, "bf16")[0].shapes
+    on_h100 = cases.parts(["softmax"], "cuda", False, "bf16", h100)[0].shapes
+    on_h200 = cases.parts(["softmax"], "cuda", False, "bf16", h200)[0].shapes
+    assert on_h200 == full
+    assert (65536, 32768) in full and (65536, 32768) not in on_h100
+    assert (65536, 8192) in on_h100 and (4096, 131072) in on_h100
+    assert all(n * m * 2 <= h100 // cases.MEMORY_PER_X["softmax"] for n, m in on_h100)
+    # Suites without a memory share keep their shapes.
+    ce = cases.parts(["cross_entropy"], "cuda", False, "bf16")[0].shapes
+    assert cases.parts(["cross_entropy"], "cuda", False, "bf16", h100)[0].shapes == ce
+
+
 def _inputs(case, n=96, m=40, variant="fp32-h24"):
     g = torch.Generator().manual_seed(2)
     ins = cases.make_set(case, n, m, variant, "cpu", g)

@@ -79,7 +79,16 @@ def run(args: argparse.Namespace) -> int:
     env["command"] = "oink-bench " + " ".join(sys.argv[1:])
     copy_gbps = measure.copy_ceiling(device)
     l2 = env.get("l2_bytes", 32 << 20)
-    parts = cases.parts(args.suites, device, args.quick, args.dtype)
+    device_bytes = torch.cuda.get_device_properties(0).total_memory if device == "cuda" else 0
+    parts = cases.parts(args.suites, device, args.quick, args.dtype, device_bytes)
+    uncapped = cases.parts(args.suites, device, args.quick, args.dtype)
+    for part, full in zip(parts, uncapped, strict=True):
+        for n, m in sorted(set(full.shapes) - set(part.shapes)):
+            print(
+                f"oink-bench: {part.suite} N={n} M={m} left out: its buffers would not fit the "
+                f"GPU's {device_bytes / 2**30:.0f} GiB",
+                file=sys.stderr,
+            )
     total = sum(len(p.cases) * len(p.shapes) for p in parts)
     records: list[dict] = []
     args.out.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,9 @@ SUITES = {  # name: (N list, M list)
     "linear_cross_entropy": ([128256, 151936], [4096, 16384]),
 }
 MAX_BYTES = {"softmax": 4 << 30, "cross_entropy": 16 << 30}  # of x (the logits) per shape
+# The GPU memory a shape takes, in x's bytes: softmax's full float64 gate, the timed sets and every
+# provider's outputs (an H100's 79 GiB were full at x = 4 GiB: N=65536, M=32768, bf16).
+MEMORY_PER_X = {"softmax": 24}
 QUICK_OF = {"softmax": ([4096, 65536], [32768]), "cross_entropy": ([32000, 128256], [4096]),
             "training_long": ([32768, 262144], [4096]),
             "linear_cross_entropy": ([128256], [4096])}  # fmt: skip
@@ -56,7 +59,11 @@ class Part:
         return providers.SUITE_CASES.get(self.suite, providers.INFERENCE)
 
 
-def parts(suites: list[str], device: str, quick: bool, dtype: str) -> list[Part]:
+def parts(
+    suites: list[str], device: str, quick: bool, dtype: str, device_bytes: int = 0
+) -> list[Part]:
+    """The shapes each suite runs; with `device_bytes` (the GPU's memory), none whose buffers
+    would not fit (MEMORY_PER_X)."""
     out = []
     for suite in suites:
         ns, ms = SUITES[suite]
@@ -64,7 +71,10 @@ def parts(suites: list[str], device: str, quick: bool, dtype: str) -> list[Part]
             ns, ms = CPU
         elif quick:
             ns, ms = QUICK_OF.get(suite) or ([n for n in ns if n in QUICK[0]] or ns[:1], QUICK[1])
-        cap = MAX_BYTES.get(suite, 1 << 62) // DTYPES[dtype].itemsize
+        cap_bytes = MAX_BYTES.get(suite, 1 << 62)
+        if device_bytes and suite in MEMORY_PER_X:
+            cap_bytes = min(cap_bytes, device_bytes // MEMORY_PER_X[suite])
+        cap = cap_bytes // DTYPES[dtype].itemsize
         shapes = [(n, m) for n in ns for m in ms if n * m <= cap]
         if suite == "training" and device == "cuda" and not quick:  # Quack's and DeepSeek-V3's
             shapes = [(4096, m) for m in (8192, 32768, 131072, 524288)]
