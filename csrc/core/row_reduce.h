@@ -21,6 +21,8 @@ enum class ReduceOp : uint8_t {
   kSoftmaxBackward,       // dx = y * (dy - sum(dy * y)); in = dy, in2 = y
   kCrossEntropy,          // per row: loss, lse (and, when asked, dlogits for a per-row scale)
   kCrossEntropyBackward,  // dlogits = (softmax(z) - smoothed one-hot) * dloss[row] * dz/dx
+  kScaleGradient,         // g *= s, s one value on g's device: the fused gradient's upstream
+                          // gradient; nothing is read or written where s == 1
 };
 
 // What tells one op of the family apart, as data.
@@ -41,6 +43,7 @@ inline constexpr ReduceOpTraits kReduceOps[] = {
     // 2: at 4 element-wise float16 chunks with the fused gradient, ptxas spilled on Blackwell
     {ReduceOp::kCrossEntropy,         "cross_entropy",          1,     true,   2,     true},
     {ReduceOp::kCrossEntropyBackward, "cross_entropy_backward", 1,     false,  4,     true},
+    {ReduceOp::kScaleGradient,        "scale_gradient_",        1,     false,  4,     false},
 };
 // clang-format on
 
@@ -55,9 +58,10 @@ constexpr bool reduce_ops_in_order() {
 static_assert(reduce_ops_in_order(), "kReduceOps is indexed by ReduceOp");
 
 // One call. Strides are in elements, 64-bit, over row_dims (core/rows.h): `in` is x (softmax),
-// dy (softmax backward) or the logits; `in2` is y (softmax backward only); `out` is y, dx or
-// dlogits, and may be `in` itself (the in-place gradient: each element is read before the same
-// thread writes it). The cross-entropy ops take 2-D logits [M, V] (row_dims.count == 1).
+// dy (softmax backward), the logits or the gradient (scale_gradient_); `in2` is y (softmax
+// backward only); `out` is y, dx or dlogits, and may be `in` itself (the in-place gradient: each
+// element is read before the same thread writes it; scale_gradient_ is always in place). The
+// cross-entropy ops take 2-D logits [M, V] (row_dims.count == 1).
 struct ReduceProblem {
   ReduceOp op = ReduceOp::kSoftmax;
   DType dtype = DType::kBFloat16;  // every row stream's (in, in2, out)
@@ -87,7 +91,8 @@ struct ReduceArgs {
   void* loss = nullptr;         // [M], written by the forward
   void* lse = nullptr;          // [M], written by the forward, read by the backward
   // The backward: the upstream gradient of each row's loss, [M]. The forward's fused gradient:
-  // one scale for every non-ignored row (1 / count for a mean), a scalar on the rows' device.
+  // one scale for every non-ignored row (1 / count for a mean), a scalar on the rows' device;
+  // scale_gradient_'s factor s, the same.
   const void* dloss = nullptr;
   const void* grad_scale = nullptr;
 };

@@ -1,7 +1,7 @@
-// cross_entropy and cross_entropy_backward on the CPU (core/row_reduce.h, the semantics of each op:
-// the family's specification). float64 math, each output rounded once; the row's sums in
-// lane_sum's order, fixed by V. Per-row values (loss, lse, dloss, the gradient's scale) are
-// float32, float64 for float64 rows.
+// cross_entropy, cross_entropy_backward and scale_gradient_ on the CPU (core/row_reduce.h, the
+// semantics of each op: the family's specification). float64 math, each output rounded once; the
+// row's sums in lane_sum's order, fixed by V. Per-row values (loss, lse, dloss, the gradient's
+// scale) are float32, float64 for float64 rows.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -138,10 +138,29 @@ OINK_INLINE void backward_kernel(const ReduceProblem& p, const ReduceArgs& a, in
   }
 }
 
+// scale_gradient_: g *= s in place, each element rounded once; nothing is touched where s == 1.
+template <DType D>
+OINK_INLINE void scale_kernel(const ReduceProblem& p, const ReduceArgs& a, int64_t begin,
+                              int64_t end) {
+  using X = HostElem<D>;
+  using S = typename X::Storage;
+  const double s = cpu::load_stat<D>(a.grad_scale, 0);
+  if (s == 1.0) return;
+  const RowIndexer rows(p.row_dims);
+  for (int64_t row = begin; row < end; ++row) {
+    S* g = static_cast<S*>(a.out) + row_offset(rows, split_row(rows, row), p.out_strides);
+    for (int64_t j = 0; j < p.cols; ++j) {
+      g[j] = X::store_result(static_cast<double>(X::load(g[j])) * s);
+    }
+  }
+}
+
 template <DType D>
 OINK_INLINE void dispatch_op(const ReduceProblem& p, const ReduceArgs& a, double* z, int64_t begin,
                              int64_t end) {
-  if (p.op == ReduceOp::kCrossEntropyBackward) {
+  if (p.op == ReduceOp::kScaleGradient) {
+    scale_kernel<D>(p, a, begin, end);
+  } else if (p.op == ReduceOp::kCrossEntropyBackward) {
     backward_kernel<D>(p, a, begin, end);
   } else {
     forward_kernel<D>(p, a, z, begin, end);

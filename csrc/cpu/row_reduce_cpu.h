@@ -13,7 +13,7 @@ namespace oink::cpu {
 // softmax and softmax_backward (cpu/softmax_cpu.cpp).
 void softmax_rows(const ReduceProblem& problem, const ReduceArgs& args, int64_t begin, int64_t end);
 
-// cross_entropy and cross_entropy_backward (cpu/cross_entropy_cpu.cpp).
+// cross_entropy, cross_entropy_backward and scale_gradient_ (cpu/cross_entropy_cpu.cpp).
 void cross_entropy_rows(const ReduceProblem& problem, const ReduceArgs& args, int64_t begin,
                         int64_t end);
 

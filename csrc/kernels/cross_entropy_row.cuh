@@ -1,7 +1,7 @@
-// The row types of cross_entropy and cross_entropy_backward (core/row_reduce.h) for the schedules
-// of kernels/row_reduce.cuh. The options are template arguments (kernels/row_reduce.cu picks the
-// instantiation from ReduceProblem's bools): an option that is off costs nothing. Math per the
-// family's semantics, float32 throughout:
+// The row types of cross_entropy, cross_entropy_backward and scale_gradient_ (core/row_reduce.h)
+// for the schedules of kernels/row_reduce.cuh. The options are template arguments
+// (kernels/row_reduce.cu picks the instantiation from ReduceProblem's bools): an option that is off
+// costs nothing. Math per the family's semantics, float32 throughout:
 //   z = softcap ? c * tanh(x / c) : x;  lse = max(z) + log(sum exp(z - max(z)));
 //   loss = lse - (1 - eps) z_t - (eps / V) sum(z);
 //   g = (exp(z - lse) - (1 - eps) [j == t] - eps / V) * scale * (softcap ? 1 - tanh(x / c)^2 : 1);
@@ -198,6 +198,49 @@ struct CrossEntropyBackwardRow {
   __device__ void save(const ReduceParams&, int64_t, const Stats&, bool) const {}
   __device__ void store(const Floats* xs, int64_t col, const Stats& st) const {
     Io::store(out, col, n, math.grad(xs[0], col, st.lse, st.scale));
+  }
+};
+
+// scale_gradient_: in = out = the fused gradient g (cross_entropy's kWritesRows), g *= s for the
+// scalar s = *grad_scale, the upstream gradient that backward only then knows. Where s == 1 (a
+// plain loss.backward()) every CTA returns before its loads: one launch and no pass over g, with
+// no host sync to find out. Rounding: g, rounded once in the forward, is rounded again here
+// where s != 1.
+template <typename T, bool kVector>
+struct ScaleGradientRow {
+  static constexpr ReduceOp kOp = ReduceOp::kScaleGradient;
+  static constexpr int kStreams = 1;
+  static constexpr bool kReduces = false;
+  static constexpr bool kWrites = true;
+  static constexpr bool kReadsAcross = false;
+  static constexpr bool kMayIdle = true;
+  using Io = ChunkIo<T, kVector>;
+  using Floats = typename Io::Floats;
+  struct Stats {
+    float s;
+  };
+
+  const T* in[kStreams];
+  T* out;
+  int64_t n;
+  float s;
+
+  __device__ ScaleGradientRow(const ReduceParams& p, int64_t r, bool active)
+      : n(p.cols), s(*p.grad_scale) {
+    const ReduceRowOffsets at = reduce_row_offsets(p, active ? r : 0);
+    in[0] = static_cast<const T*>(p.in) + at.in;
+    out = static_cast<T*>(p.out) + at.out;
+  }
+  // The same for every thread of the grid (one scalar): the whole CTA returns or none of it.
+  __device__ bool idle() const { return s == 1.f; }
+  __device__ void after_loads(bool) const {}
+  __device__ Stats finish() const { return {s}; }
+  __device__ void save(const ReduceParams&, int64_t, const Stats&, bool) const {}
+  __device__ void store(const Floats* xs, int64_t col, const Stats& st) const {
+    Floats g;
+#pragma unroll
+    for (int e = 0; e < Io::kElems; ++e) g.v[e] = __fmul_rn(xs[0].v[e], st.s);
+    Io::store(out, col, n, g);
   }
 };
 

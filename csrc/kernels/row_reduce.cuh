@@ -18,6 +18,9 @@
 // A row type Row provides:
 //   kOp, kStreams (1 or 2), kReduces, kWrites, kReadsAcross (a thread reads an element another
 //   thread of the row may overwrite in place: it needs a barrier before the stores);
+//   optionally kMayIdle = true and idle()        a row without a reduction that may have nothing
+//                                             to do: the same answer for every thread of the
+//                                             grid, which then returns before its loads
 //   using Io (ChunkIo below), Policy (with kReduces), Stats;
 //   Row(params, row, active)                  per-row values (targets, lse ...) are read here
 //   in[kStreams], out, n                      the row's streams and its columns
@@ -118,6 +121,12 @@ struct ChunkIo {
   }
 };
 
+// Row::kMayIdle where the row type declares it, else false.
+template <typename Row, typename = void>
+struct MayIdle : std::false_type {};
+template <typename Row>
+struct MayIdle<Row, std::void_t<decltype(Row::kMayIdle)>> : std::bool_constant<Row::kMayIdle> {};
+
 // Warp values of one CTA's rows (device::row_reduce): one per warp, 16-byte aligned.
 template <typename Row>
 struct WarpValues {
@@ -149,6 +158,10 @@ __global__ void __launch_bounds__(kReduceMaxThreadsPerRow, 1)
   const int64_t row = int64_t{blockIdx.x} * p.rows_per_cta + (threadIdx.x >> (__ffs(tpr) - 1));
   const bool active = row < p.rows;
   Row r(p, row, active);
+  if constexpr (MayIdle<Row>::value) {
+    static_assert(!Row::kReduces, "an idle CTA leaves no barrier or shuffle waiting");
+    if (r.idle()) return;
+  }
 
   // A chunk's column is recomputed where used, in 32 bits: a registers row has at most
   // kReduceMaxThreadsPerRow * kChunks <= 4096 chunks, < 2^15 columns. Held as kChunks 64-bit
@@ -214,6 +227,10 @@ __global__ void __launch_bounds__(kReduceLoopedThreads) reduce_looped_kernel(con
   if (row >= p.rows) return;  // the whole CTA: no barrier is left waiting
   const int lane = threadIdx.x;
   Row r(p, row, true);
+  if constexpr (MayIdle<Row>::value) {
+    static_assert(!Row::kReduces, "an idle CTA leaves no barrier waiting");
+    if (r.idle()) return;
+  }
   const int64_t chunks = p.chunks_per_row;
 
   // f(floats[kStreams], col) for each of this thread's chunks, in increasing order.

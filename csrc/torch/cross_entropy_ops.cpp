@@ -1,5 +1,6 @@
-// oink::cross_entropy_forward, its fused form that also writes the gradient over the logits, and
-// oink::cross_entropy_backward (out of place and in place), for CPU and CUDA tensors: check ->
+// oink::cross_entropy_forward, its fused form that also writes the gradient over the logits,
+// oink::cross_entropy_backward (out of place and in place) and oink::scale_gradient_, for CPU
+// and CUDA tensors: check ->
 // ReduceProblem -> plan -> run (torch/row_reduce_run.h). The reductions over rows (mean, sum)
 // are the Python layer's (python/oink/losses.py); fake kernels: python/oink/_fake.py.
 #include <torch/csrc/stable/library.h>
@@ -73,18 +74,20 @@ ReduceProblem check_ce_inputs(ReduceOp op, const Tensor& logits, const Tensor& t
   return p;
 }
 
-// A per-row value (lse, dloss) or a scalar (grad_scale): float32 (float64 for float64 logits),
-// contiguous, on logits' device, `numel` elements, not sharing memory with the logits.
-void check_values(const char* name, const char* arg, const Tensor& logits, DType dtype,
-                  const Tensor& t, int64_t numel, bool one_dim) {
+// A per-row value (lse, dloss) or a scalar (grad_scale, scale): float32 (float64 for float64
+// rows), contiguous, on the device of `rows` (the logits, or the gradient: `rows_arg`), `numel`
+// elements, not sharing memory with the rows.
+void check_values(const char* name, const char* arg, const char* rows_arg, const Tensor& rows,
+                  DType dtype, const Tensor& t, int64_t numel, bool one_dim) {
+  const std::string of = rows_arg;
   if (!t.defined()) throw ArgError(name, arg, "must be a tensor", "None");
-  if (!same_device(logits, t)) {
-    throw ArgError(name, arg, "must be on logits' device (" + device_of(logits) + ")",
+  if (!same_device(rows, t)) {
+    throw ArgError(name, arg, "must be on the device of " + of + " (" + device_of(rows) + ")",
                    device_of(t));
   }
   const bool f64 = dtype == DType::kFloat64;
   if (t.scalar_type() != (f64 ? ScalarType::Double : ScalarType::Float)) {
-    throw ArgError(name, arg, f64 ? "must be float64 (as the logits)" : "must be float32",
+    throw ArgError(name, arg, f64 ? "must be float64 (as " + of + ")" : "must be float32",
                    dtype_of(t));
   }
   if (one_dim ? (t.dim() != 1 || t.size(0) != numel) : t.numel() != numel) {
@@ -96,8 +99,8 @@ void check_values(const char* name, const char* arg, const Tensor& logits, DType
   if (t.dim() == 1 && t.size(0) > 1 && t.stride(0) != 1) {
     throw ArgError(name, arg, "must be contiguous", "stride " + strides_of(t));
   }
-  if (bytes_overlap(t, logits)) {
-    throw ArgError(name, arg, "must not share memory with logits", "overlapping storage");
+  if (bytes_overlap(t, rows)) {
+    throw ArgError(name, arg, "must not share memory with " + of, "overlapping storage");
   }
 }
 
@@ -141,7 +144,7 @@ std::tuple<Tensor, Tensor> cross_entropy_forward_backward_(Tensor logits, Tensor
   const char* name = "cross_entropy_forward_backward_";
   ReduceProblem p =
       check_ce_inputs(ReduceOp::kCrossEntropy, logits, target, label_smoothing, softcap);
-  check_values(name, "grad_scale", logits, p.dtype, grad_scale, 1, false);
+  check_values(name, "grad_scale", "logits", logits, p.dtype, grad_scale, 1, false);
   p.writes_rows = true;
   p.out_align = p.in_align;
   ReduceArgs a = ce_args(logits, target, ignore_index, label_smoothing, softcap);
@@ -153,8 +156,8 @@ void run_backward_ce(const char* name, const Tensor& dloss, const Tensor& logits
                      const Tensor& target, const Tensor& lse, int64_t ignore_index,
                      double label_smoothing, double softcap, const Tensor& dlogits,
                      ReduceProblem p) {
-  check_values(name, "dloss", logits, p.dtype, dloss, p.rows, true);
-  check_values(name, "lse", logits, p.dtype, lse, p.rows, true);
+  check_values(name, "dloss", "logits", logits, p.dtype, dloss, p.rows, true);
+  check_values(name, "lse", "logits", logits, p.dtype, lse, p.rows, true);
   ReduceArgs a = ce_args(logits, target, ignore_index, label_smoothing, softcap);
   a.out = dlogits.data_ptr();
   a.dloss = dloss.data_ptr();
@@ -186,6 +189,21 @@ void cross_entropy_backward_(Tensor dloss, Tensor logits, Tensor target, Tensor 
                   label_smoothing, softcap, logits, p);
 }
 
+// grad *= scale in place (the fused gradient of cross_entropy_forward_backward_ times the
+// upstream gradient): any layout whose rows have a contiguous last dimension. Where scale == 1,
+// nothing is read or written (the CUDA kernel returns at once: no host sync decides it).
+void scale_gradient_(Tensor grad, Tensor scale) {
+  RowView rows;
+  ReduceProblem p = check_reduce_input(ReduceOp::kScaleGradient, "grad", grad, &rows);
+  check_values("scale_gradient_", "scale", "grad", grad, p.dtype, scale, 1, false);
+  p.out_align = p.in_align;
+  ReduceArgs a;
+  a.in = grad.data_ptr();
+  a.out = grad.data_ptr();
+  a.grad_scale = scale.data_ptr();
+  run_reduce(p, a, grad);
+}
+
 }  // namespace
 }  // namespace oink
 
@@ -194,6 +212,7 @@ STABLE_TORCH_LIBRARY_IMPL(oink, CPU, m) {
   m.impl("cross_entropy_forward_backward_", TORCH_BOX(&oink::cross_entropy_forward_backward_));
   m.impl("cross_entropy_backward", TORCH_BOX(&oink::cross_entropy_backward));
   m.impl("cross_entropy_backward_", TORCH_BOX(&oink::cross_entropy_backward_));
+  m.impl("scale_gradient_", TORCH_BOX(&oink::scale_gradient_));
 }
 
 // Registered in every build: one without CUDA kernels then says so (require_kernels_for).
@@ -202,4 +221,5 @@ STABLE_TORCH_LIBRARY_IMPL(oink, CUDA, m) {
   m.impl("cross_entropy_forward_backward_", TORCH_BOX(&oink::cross_entropy_forward_backward_));
   m.impl("cross_entropy_backward", TORCH_BOX(&oink::cross_entropy_backward));
   m.impl("cross_entropy_backward_", TORCH_BOX(&oink::cross_entropy_backward_));
+  m.impl("scale_gradient_", TORCH_BOX(&oink::scale_gradient_));
 }

@@ -56,6 +56,9 @@ STABLE_TORCH_LIBRARY(oink, m) {
   m.def(
       "cross_entropy_backward_(Tensor dloss, Tensor(a!) logits, Tensor target, Tensor lse, int "
       "ignore_index, float label_smoothing, float softcap) -> ()");
+  // grad *= scale (a one-element tensor), in place: the forward's fused gradient times the
+  // upstream gradient. Where scale is 1 the kernel returns at once (decided on the device).
+  m.def("scale_gradient_(Tensor(a!) grad, Tensor scale) -> ()");
   // The plan of a softmax or cross-entropy call on x, as one line (core/reduce_plan.h, describe).
   m.def("explain_rows(str op, Tensor x) -> str");
   // oink.linear_cross_entropy's chunking: (chunk_rows, chunks, description).

@@ -296,3 +296,4 @@ _refusing(
 )
 _refusing("cross_entropy_backward", ("dloss", "logits"), "oink has no double-backward")
 _refusing("cross_entropy_backward_", ("dloss", "logits"), "oink has no double-backward")
+_refusing("scale_gradient_", ("grad", "scale"), "oink has no double-backward")

@@ -46,29 +46,68 @@ def _row_grads(grad, reduction, count, rows, dtype):
     return grad.reshape(1).expand(rows).contiguous()
 
 
+def _scale_once(ctx, op, grads, upstream):
+    """The gradients made in the forward pass times the upstream gradient (a scalar), in place:
+    nothing is read or written where it is 1 (scale_gradient_ tests it on the device). In place,
+    so a second backward through the same graph (retain_graph) would scale them twice: refused."""
+    if getattr(ctx, "scaled", False):
+        raise RuntimeError(
+            f"oink.{op}: backward ran through this graph already; the gradients it made in the "
+            "forward pass were scaled in place then, so it cannot run twice (retain_graph)"
+        )
+    ctx.scaled = True
+    for g in grads:
+        if g is None:
+            continue
+        wide = torch.float64 if g.dtype == torch.float64 else torch.float32
+        factor = upstream.detach().to(wide).reshape(1)
+        if g.dim() > 0 and g.stride(-1) == 1:
+            torch.ops.oink.scale_gradient_.default(g, factor)
+        else:  # a layout scale_gradient_ does not take (a transposed weight's gradient)
+            g.mul_(factor.to(g.dtype))
+
+
 class _CrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits, target, ignore_index, label_smoothing, softcap, reduction, inplace):
-        loss_rows, lse = torch.ops.oink.cross_entropy_forward.default(
-            logits, target, ignore_index, label_smoothing, softcap
-        )
+    def forward(
+        ctx, logits, target, ignore_index, label_smoothing, softcap, reduction, inplace, in_forward
+    ):
+        options = (ignore_index, label_smoothing, softcap)
+        ctx.options = (options, reduction, inplace)
+        ctx.in_forward = in_forward and ctx.needs_input_grad[0]
+        if ctx.in_forward:
+            # The gradient of the reduced loss, made in this pass over the logits and written over
+            # them; backward applies the upstream gradient (scale_gradient_).
+            wide = torch.float64 if logits.dtype == torch.float64 else torch.float32
+            count = (target != ignore_index).sum().to(wide)
+            # On the logits' device, made there: no host-to-device copy (CUDA graphs hold it).
+            scale = 1.0 / count if reduction == "mean" else torch.ones_like(count)
+            loss_rows, _ = torch.ops.oink.cross_entropy_forward_backward_.default(
+                logits, target, scale.reshape(1), *options
+            )
+            ctx.save_for_backward(logits)
+            return _reduce(loss_rows, target, ignore_index, reduction, logits.dtype)[0]
+        loss_rows, lse = torch.ops.oink.cross_entropy_forward.default(logits, target, *options)
         loss, count = _reduce(loss_rows, target, ignore_index, reduction, logits.dtype)
         ctx.save_for_backward(logits, target, lse, count)
-        ctx.options = (ignore_index, label_smoothing, softcap, reduction, inplace)
         return loss
 
     @staticmethod
     def backward(ctx, grad):
+        options, reduction, inplace = ctx.options
+        if ctx.in_forward:
+            (dlogits,) = ctx.saved_tensors
+            _scale_once(ctx, "cross_entropy", (dlogits,), grad)
+            return dlogits, None, None, None, None, None, None, None
         logits, target, lse, count = ctx.saved_tensors
-        ignore_index, label_smoothing, softcap, reduction, inplace = ctx.options
         dloss = _row_grads(grad, reduction, count, logits.shape[0], lse.dtype)
-        args = (target, lse, ignore_index, label_smoothing, softcap)
+        args = (target, lse, *options)
         if inplace:
             torch.ops.oink.cross_entropy_backward_.default(dloss, logits, *args)
             dlogits = logits
         else:
             dlogits = torch.ops.oink.cross_entropy_backward.default(dloss, logits, *args)
-        return dlogits, None, None, None, None, None, None
+        return dlogits, None, None, None, None, None, None, None
 
 
 def cross_entropy(
@@ -79,6 +118,7 @@ def cross_entropy(
     softcap: float | None = None,
     reduction: str = "mean",
     inplace_backward: bool = False,
+    grad_in_forward: bool = False,
 ) -> torch.Tensor:
     """``F.cross_entropy(z, target, ignore_index=, label_smoothing=, reduction=)`` with
     ``z = softcap * tanh(logits / softcap)`` when softcap is given (Gemma 2/3), else the logits.
@@ -88,9 +128,18 @@ def cross_entropy(
     outside [0, V) that is not ignore_index is never read past: its row's loss is NaN (the check
     costs nothing; raising would need a device-to-host sync). inplace_backward=True writes the
     gradient over the logits' buffer in the backward pass (no [M, V] allocation): the logits must
-    not be used after backward.
+    not be used after backward. grad_in_forward=True (reduction 'mean' or 'sum') makes the
+    gradient in the forward pass, from the same read of the logits, and writes it over them (as
+    Liger does): the step reads and writes the logits once, and the logits must not be used
+    after the forward. Backward then multiplies by the upstream gradient, a kernel that returns
+    at once when it is 1. Without grad (logits not requiring it), it changes nothing.
     """
     softcap, label_smoothing = _check_options("cross_entropy", reduction, label_smoothing, softcap)
+    if grad_in_forward and reduction == "none":
+        raise ValueError(
+            "oink.cross_entropy: grad_in_forward needs reduction 'mean' or 'sum' (one upstream "
+            "gradient for every row), got 'none'"
+        )
     vocab = logits.shape[-1] if logits.dim() > 0 else 0
     loss = _CrossEntropy.apply(
         logits.reshape(-1, vocab),
@@ -100,6 +149,7 @@ def cross_entropy(
         softcap,
         reduction,
         bool(inplace_backward),
+        bool(grad_in_forward),
     )
     return loss.reshape(target.shape) if reduction == "none" else loss
 
@@ -121,8 +171,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
     """Chunks of rows: logits = h @ W^T (+ b) through cuBLAS, oink's cross-entropy kernel with
     the gradient written over the chunk's logits, then dh = dlogits @ W and dW += dlogits^T @ h.
     For mean and sum the gradients are made in the forward pass (the upstream gradient, a
-    scalar, scales them in backward); for reduction='none' the backward recomputes each chunk's
-    logits and applies the rows' upstream gradients."""
+    scalar, scales them in place in backward: no pass at all where it is 1); for
+    reduction='none' the backward recomputes each chunk's logits and applies the rows' upstream
+    gradients."""
 
     @staticmethod
     def forward(
@@ -181,9 +232,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
         hidden, weight, target, bias, lse, dhidden, dweight, dbias = ctx.saved_tensors
         options, reduction, chunk, grads_now = ctx.options
         if grads_now:
-            g = grad.to(hidden.dtype)
-            scaled = [None if d is None else d * g.to(d.dtype) for d in (dhidden, dweight, dbias)]
-            return scaled[0], scaled[1], None, scaled[2], None, None, None, None, None
+            _scale_once(ctx, "linear_cross_entropy", (dhidden, dweight, dbias), grad)
+            return dhidden, dweight, None, dbias, None, None, None, None, None
         # reduction='none': recompute each chunk's logits, apply the rows' upstream gradients.
         need = ctx.needs_input_grad
         dloss = grad.to(lse.dtype).contiguous()

@@ -126,3 +126,9 @@ def _cross_entropy_backward_inplace_fake(
 ):
     _on_x_device("cross_entropy_backward_", logits, dloss=dloss, target=target, lse=lse)
     return None
+
+
+@torch.library.register_fake("oink::scale_gradient_")
+def _scale_gradient_fake(grad, scale):
+    _on_x_device("scale_gradient_", grad, scale=scale)
+    return None

@@ -177,6 +177,96 @@ def test_fused_forward_and_gradient(device, options, gen):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("v", [1000, 4099, 128256])  # registers, element-wise, looped (CUDA)
+@pytest.mark.parametrize("options", OPTIONS, ids=str)
+def test_grad_in_forward_matches_float64(device, dtype, v, options, gen):
+    """The gradient made in the forward pass over the logits, then scaled by the upstream
+    gradient: 1 (scale_gradient_ touches nothing) and 0.375 (a second rounding of each element,
+    one ulp more)."""
+    m = 6
+    if not within_budget(device, m, v):
+        pytest.skip("over the CPU element budget")
+    logits, target = make(m, v, dtype, device, gen, ignored=1)
+    for reduction in ("mean", "sum"):
+        for upstream in (1.0, 0.375):
+            x = logits.clone().requires_grad_()
+            z = x * 1  # the model's logits: a tensor autograd made
+            buffer = z.detach()
+            loss = oink.cross_entropy(
+                z, target, reduction=reduction, grad_in_forward=True, **options
+            )
+            x64 = logits.double().requires_grad_()
+            ref = reference(x64, target, reduction, **options)
+            assert torch.allclose(loss.double(), ref, **tol(dtype, device)), (loss, ref)
+            (loss * upstream).backward()
+            (ref * upstream).backward()
+            up = torch.tensor(upstream, dtype=torch.float64, device=device)
+            if upstream == 1.0:
+                assert torch.equal(x.grad, buffer)  # unscaled: the forward's gradient itself
+            assert_gradient_close(x.grad, x64, target, up, reduction, dtype, options)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grad_in_forward_writes_over_the_logits(device, gen):
+    """The logits hold the gradient from the forward on; without grad nothing is written; the
+    backward of the unfused path gives the same gradient for an upstream gradient of 1."""
+    logits, target = make(8, 3000, torch.bfloat16, device, gen, ignored=2)
+    x = logits.clone().requires_grad_()
+    z = x * 1  # the model's logits: a tensor autograd made
+    loss = oink.cross_entropy(z, target, label_smoothing=0.1, grad_in_forward=True)
+    assert not torch.equal(z.detach(), logits)  # already the gradient
+    loss.backward()
+    y = logits.clone().requires_grad_()
+    oink.cross_entropy(y * 1, target, label_smoothing=0.1).backward()
+    assert torch.equal(x.grad, y.grad) and torch.equal(z.detach(), x.grad)
+    with torch.no_grad():
+        kept = logits.clone()
+        oink.cross_entropy(kept, target, grad_in_forward=True)
+    assert torch.equal(kept, logits)
+    with pytest.raises(ValueError, match="grad_in_forward needs reduction 'mean' or 'sum'"):
+        oink.cross_entropy(logits, target, reduction="none", grad_in_forward=True)
+    # Scaled in place by the first backward: a second one through the graph is refused.
+    x = logits.clone().requires_grad_()
+    loss = oink.cross_entropy(x * 1, target, grad_in_forward=True)
+    (loss * 2).backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="cannot run twice"):
+        loss.backward()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_scale_gradient(device, gen):
+    """g *= s in place over a row-strided view, each element rounded once from float32; s == 1
+    leaves every bit (NaN and -0.0 included) as it was."""
+    g = (torch.randn(70, 5000, generator=gen) * 1e-3).to(torch.bfloat16).to(device)
+    g[3, 17], g[4, 19] = float("nan"), -0.0
+    view = g[:, 8:4008]  # rows of 4000 elements, row stride 5000
+    before = g.clone()
+    torch.ops.oink.scale_gradient_.default(view, torch.ones(1, device=device))
+    assert torch.equal(g.view(torch.int16), before.view(torch.int16))
+    torch.ops.oink.scale_gradient_.default(view, torch.tensor([0.3], device=device))
+    expected = (before[:, 8:4008].float() * 0.3).to(torch.bfloat16)
+    torch.testing.assert_close(view, expected, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(g[:, :8], before[:, :8]) and torch.equal(g[:, 4008:], before[:, 4008:])
+    with pytest.raises(ValueError, match="argument 'scale'.*one value"):
+        torch.ops.oink.scale_gradient_.default(view, torch.ones(2, device=device))
+    with pytest.raises(ValueError, match="argument 'scale'.*float32"):
+        torch.ops.oink.scale_gradient_.default(view, torch.ones(1, device=device).double())
+    opcheck(torch.ops.oink.scale_gradient_.default, (g.clone(), torch.tensor([0.5], device=device)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_grad_in_forward(device, gen):
+    logits, target = make(8, 300, torch.float32, device, gen, ignored=1)
+    w = torch.eye(300, device=device).requires_grad_()
+    fn = torch.compile(lambda t, w: oink.cross_entropy(t @ w, target, grad_in_forward=True))
+    fn(logits, w).backward()
+    w2 = w.detach().clone().requires_grad_()
+    oink.cross_entropy(logits @ w2, target).backward()
+    assert torch.allclose(w.grad, w2.grad, rtol=1e-5, atol=1e-7)  # two GEMM kernels
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_deterministic(device, gen):
     logits, target = make(64, 5000, torch.bfloat16, device, gen, ignored=3)
     results = []

@@ -93,6 +93,16 @@ def test_chunks_and_runs_agree(device, gen):
     assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
+def test_backward_runs_once(gen):
+    # The gradients made in the forward are scaled in place: a second backward is refused.
+    hidden, weight, bias, target = make(12, 8, 30, torch.float32, "cpu", gen)
+    h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+    loss = oink.linear_cross_entropy(h, w, target)
+    (loss * 0.5).backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="cannot run twice"):
+        loss.backward()
+
+
 def test_no_grad_and_leading_dims(gen):
     hidden, weight, _, target = make(12, 8, 30, torch.float32, "cpu", gen, bias=False)
     with torch.no_grad():

@@ -11,7 +11,8 @@ A provider is {case: fn}. Argument order per case (weights and biases last, outp
   softmax forward     (x) -> (y,)
   softmax backward    (dy, y) -> (dx,)
   cross_entropy       (logits, target) -> (loss, dlogits)   (one step: the mean loss and its
-                      gradient; may write dlogits over the logits)
+                      gradient; may write dlogits over the logits: oink and Liger in the
+                      forward's pass over them, Quack in the backward)
   linear_cross_entropy  (hidden, target, weight) -> (loss, dhidden, dweight)   (one step)
 
 Peers come from their installed packages (`pip install quack-kernels liger-kernel
@@ -187,7 +188,7 @@ def oink_provider(pdl: bool | None = None) -> Provider:
         ),
         "softmax forward": lambda x: (oink.softmax(x),),
         "softmax backward": lambda dy, y: (oink.softmax_backward(dy, y),),
-        "cross_entropy": grad_step(lambda x, t: oink.cross_entropy(x, t, inplace_backward=True)),
+        "cross_entropy": grad_step(lambda x, t: oink.cross_entropy(x, t, grad_in_forward=True)),
         "linear_cross_entropy": grad_step(lambda h, t, w: oink.linear_cross_entropy(h, w, t)),
     }
     if pdl is None:
