@@ -177,8 +177,7 @@ std::string off_rule(const Case& c) {
   const int64_t chunks = (p.cols + ce - 1) / ce;
   const int max_chunks = traits_of(p.op).max_chunks;
   if (chunks <= int64_t{1024} * max_chunks) {
-    int c_ = 1;
-    while (next_pow2((chunks + c_ - 1) / c_) > 256 && c_ < max_chunks) c_ *= 2;
+    const int c_ = static_cast<int>(std::min<int64_t>(max_chunks, next_pow2(chunks)));
     const int64_t tpr = next_pow2((chunks + c_ - 1) / c_);
     const int64_t rpc = tpr >= 256 ? 1 : 256 / tpr;
     if (plan.variant != ReduceVariant::kRegisters || plan.chunks_per_thread != c_ ||
@@ -248,13 +247,15 @@ TEST(ReducePlan, Examples) {
     int64_t grid;
   };
   const Example examples[] = {
-      // 4096 bf16: 512 chunks, 2 a thread on 256 threads.
-      {ReduceOp::kSoftmax, DType::kBFloat16, 4096, 4096, ReduceVariant::kRegisters, 2, 256, 1,
-       4096},
+      // 4096 bf16: 512 chunks, softmax's 4 a thread on 128 threads, 2 rows a CTA.
+      {ReduceOp::kSoftmax, DType::kBFloat16, 4096, 4096, ReduceVariant::kRegisters, 4, 128, 2,
+       2048},
       // 1 element: one thread a row, 256 rows a CTA.
       {ReduceOp::kSoftmax, DType::kFloat32, 1, 4096, ReduceVariant::kRegisters, 1, 1, 256, 16},
-      // 100 bf16: 13 chunks on 16 threads, 16 rows a CTA.
-      {ReduceOp::kSoftmax, DType::kBFloat16, 100, 7, ReduceVariant::kRegisters, 1, 16, 16, 1},
+      // 100 bf16: 13 chunks, 4 a thread on 4 threads, 64 rows a CTA.
+      {ReduceOp::kSoftmax, DType::kBFloat16, 100, 7, ReduceVariant::kRegisters, 4, 4, 64, 1},
+      // 2 chunks: one thread holds the row (2 chunks, not 4).
+      {ReduceOp::kSoftmax, DType::kBFloat16, 16, 7, ReduceVariant::kRegisters, 2, 1, 256, 1},
       // The longest rows in registers: 4096 chunks (softmax), 2048 (its backward, 2 a thread).
       {ReduceOp::kSoftmax, DType::kBFloat16, 32768, 7, ReduceVariant::kRegisters, 4, 1024, 1, 7},
       {ReduceOp::kSoftmax, DType::kBFloat16, 32769, 7, ReduceVariant::kLooped, 0, 512, 1, 7},
@@ -266,8 +267,8 @@ TEST(ReducePlan, Examples) {
       {ReduceOp::kCrossEntropy, DType::kFloat32, 16384, 5, ReduceVariant::kLooped, 0, 512, 1, 5},
       {ReduceOp::kCrossEntropy, DType::kBFloat16, 128256, 5, ReduceVariant::kLooped, 0, 512, 1, 5},
       // No elements: no CTAs.
-      {ReduceOp::kCrossEntropyBackward, DType::kBFloat16, 4096, 0, ReduceVariant::kRegisters, 2,
-       256, 1, 0},
+      {ReduceOp::kCrossEntropyBackward, DType::kBFloat16, 4096, 0, ReduceVariant::kRegisters, 4,
+       128, 2, 0},
       {ReduceOp::kSoftmax, DType::kBFloat16, 0, 9, ReduceVariant::kRegisters, 1, 1, 256, 0},
   };
   for (const Example& e : examples) {
@@ -318,7 +319,7 @@ TEST(ReducePlan, DescribeIsOneLine) {
   const ReduceProblem p =
       make_problem(ReduceOp::kSoftmax, DType::kBFloat16, 4096, 4096, kLayouts[0]);
   EXPECT_EQ(describe(make_reduce_plan(p, hopper()), p),
-            "softmax registers vector chunks=2 threads/row=256 rows/cta=1 grid=4096");
+            "softmax registers vector chunks=4 threads/row=128 rows/cta=2 grid=2048");
   EXPECT_EQ(describe(make_reduce_plan(p, DeviceInfo{}), p), "softmax cpu");
   const ReduceProblem u =
       make_problem(ReduceOp::kCrossEntropy, DType::kFloat32, 131073, 3, kLayouts[0]);
@@ -327,7 +328,7 @@ TEST(ReducePlan, DescribeIsOneLine) {
   const ReduceProblem b =
       make_problem(ReduceOp::kSoftmaxBackward, DType::kFloat16, 100, 7, kLayouts[1]);
   EXPECT_EQ(describe(make_reduce_plan(b, hopper()), b),
-            "softmax_backward registers elementwise chunks=1 threads/row=16 rows/cta=16 grid=1");
+            "softmax_backward registers elementwise chunks=2 threads/row=8 rows/cta=32 grid=1");
   for_each_case([](const Case& c) -> std::string {
     const std::string s = describe(c.plan, c.problem);
     if (s.find('\n') != std::string::npos) return "describe spans lines";
@@ -420,11 +421,11 @@ TEST(ReducePlanViolation, BlockThreads) {
 TEST(ReducePlanViolation, RegistersCoverTheRow) {
   expect_violation(
       bf16_softmax(4096),
-      [](ReducePlan& b) {
-        b.threads_per_row = 128;
-        b.rows_per_cta = 2;
+      [](ReducePlan& b) {  // 4 chunks on 64 threads: half of the row's 512
+        b.threads_per_row = 64;
+        b.rows_per_cta = 4;
         b.block_threads = 256;
-        b.grid = 2048;
+        b.grid = 1024;
       },
       "registers do not hold the row");
   // A looped row's length has no limit; a registers plan for it has.
@@ -453,7 +454,10 @@ TEST(ReducePlanViolation, VectorIoPreconditions) {
   ReduceProblem two =
       make_problem(ReduceOp::kSoftmaxBackward, DType::kBFloat16, 4096, 8, kLayouts[2]);
   EXPECT_FALSE(make_reduce_plan(two, hopper()).vector_io);
-  EXPECT_NE(reduce_plan_violation(aligned, two).find("vector_io"), std::string::npos);
+  const ReducePlan aligned_two = make_reduce_plan(
+      make_problem(ReduceOp::kSoftmaxBackward, DType::kBFloat16, 4096, 8, kLayouts[0]), hopper());
+  ASSERT_TRUE(aligned_two.vector_io);
+  EXPECT_NE(reduce_plan_violation(aligned_two, two).find("vector_io"), std::string::npos);
   two.op = ReduceOp::kSoftmax;
   EXPECT_TRUE(make_reduce_plan(two, hopper()).vector_io);
   ReduceProblem loss_only =
