@@ -242,12 +242,14 @@ def check_layernorm(dtype, wdtype, g) -> int:
 
 def check_rows(dtype, g) -> int:
     """softmax, softmax_backward and cross-entropy (forward, fused in place, backward in place)
-    on rows of each schedule: registers (vector, element-wise) and looped (vector, element-wise),
-    a target ignored and one out of range; against float64, loosely (the launches are the
-    point)."""
+    on rows of each schedule: registers, cluster (past registers: CTAs of 256 threads, then of
+    512 past 8 slices) and looped (longer, and the loss-only cross-entropy), each vector and
+    element-wise, a target ignored and one out of range; against float64, loosely (the launches
+    are the point)."""
     failed = 0
     tol = 1e-5 if dtype == torch.float32 else 2e-2
-    for m, n in ((65, 100), (3, 4096), (3, 32776), (2, 50257)):
+    cases = ((65, 100), (3, 4096), (3, 32776), (2, 50257), (2, 200000), (2, 262152), (2, 262147))
+    for m, n in cases:
         x = (torch.randn(m, n, generator=g) * 3).to(dtype).cuda()
         y = oink.softmax(x)
         ref = torch.softmax(x.double(), -1)

@@ -40,24 +40,57 @@ bool vector_io_allowed(const ReduceProblem& p) {
   return true;
 }
 
-// The batch-invariant part of a CUDA plan: a function of (op, dtype, N) alone.
+// The batch-invariant part of a CUDA plan: a function of (op, dtype, N), whether the call writes
+// its rows (the loss-only cross-entropy: looped past registers) and the device's kind.
 struct RowShape {
   ReduceVariant variant = ReduceVariant::kLooped;
   int chunks_per_thread = 0;
   int threads_per_row = kReduceLoopedThreads;
   int rows_per_cta = 1;
+  int cluster_ctas = 0;
+  int smem_bytes = 0;
 };
 
-RowShape row_shape(ReduceOp op, DType dtype, int64_t cols) {
-  const int max_chunks = traits_of(op).max_chunks;
-  const int64_t chunks = ceil_div(cols, chunk_elems_of(dtype));
+// Whether a row of `chunks` chunks takes the cluster, and with CTAs of how many threads (0: it
+// does not). The cluster is for rows the call writes (softmax, its backward, the fused
+// cross-entropy): a loss-only cross-entropy reads its row once in either schedule, and `looped`
+// streams it faster (bf16, M=4096, H100: 100% of a read at V=128256 against the cluster's 76%,
+// whose CTAs stop at their exchange with nothing in flight; the fused form, 93% against 66%).
+// Hopper or later, up to kReduceMaxClusterCtas slices, and the staged slices fit a CTA.
+int cluster_threads(const ReduceProblem& p, const DeviceInfo& d, int64_t chunks) {
+  const ReduceOpTraits& traits = traits_of(p.op);
+  if (!traits.reduces || !writes_out(p) || d.cc_major < 9) return 0;
+  for (const int threads : kReduceClusterThreads) {
+    const int64_t ctas = ceil_div(chunks, reduce_slice_chunks(threads));
+    if (ctas < 2 || ctas > kReduceMaxClusterCtas) continue;
+    const int smem = reduce_cluster_smem_bytes(traits.streams_in, threads);
+    return smem + kReduceClusterStaticSmemBytes <= d.max_smem_per_block ? threads : 0;
+  }
+  return 0;
+}
+
+RowShape row_shape(const ReduceProblem& p, const DeviceInfo& d) {
+  const ReduceOpTraits& traits = traits_of(p.op);
+  const int max_chunks = traits.max_chunks;
+  const int64_t chunks = ceil_div(p.cols, chunk_elems_of(p.dtype));
   RowShape s;
-  if (chunks > int64_t{kReduceMaxThreadsPerRow} * max_chunks) return s;  // looped
+  if (chunks > int64_t{kReduceMaxThreadsPerRow} * max_chunks) {
+    // Past registers: the cluster where it takes the row (one read, one write), else looped
+    // (pass 2 re-reads the row: the fused cross-entropy at 66% of 1R+1W against the cluster's
+    // 93%, bf16, V=128256, M=4096, H100).
+    if (const int threads = cluster_threads(p, d, chunks); threads > 0) {
+      s.variant = ReduceVariant::kCluster;
+      s.threads_per_row = threads;
+      s.cluster_ctas = static_cast<int>(ceil_div(chunks, reduce_slice_chunks(threads)));
+      s.smem_bytes = reduce_cluster_smem_bytes(traits.streams_in, threads);
+    }
+    return s;
+  }
   // A thread holds the op's max_chunks (fewer only where the whole row is fewer): the registers
   // kernel's occupancy is set by its registers (softmax: ~56 a thread, 4 CTAs of 256 an SM), so
-  // an SM's bytes in flight grow with a thread's chunks. At 2 a thread, bf16 softmax at N=4096,
-  // M=32768 read 32 KiB an SM at once and ran at 69% of the copy ceiling, its backward (2
-  // streams x 2 chunks, 48 registers, 80 KiB) at 101% (H100, oink-bench).
+  // an SM's bytes in flight grow with a thread's chunks. bf16 softmax at N=4096, M=32768: 2 a
+  // thread read 32 KiB an SM at once, 69% of the copy ceiling; 4 a thread (64 KiB), 97% (H100,
+  // oink-bench, same run).
   const int c = static_cast<int>(std::min<int64_t>(max_chunks, next_pow2(chunks)));
   s.variant = ReduceVariant::kRegisters;
   s.chunks_per_thread = c;
@@ -69,7 +102,14 @@ RowShape row_shape(ReduceOp op, DType dtype, int64_t cols) {
 // CTAs (CUDA) or tasks (CPU, one row each) of a plan: none without elements.
 int64_t expected_grid(const ReducePlan& plan, const ReduceProblem& p) {
   if (p.rows == 0 || p.cols == 0) return 0;
-  return plan.variant == ReduceVariant::kRegisters ? ceil_div(p.rows, plan.rows_per_cta) : p.rows;
+  switch (plan.variant) {
+    case ReduceVariant::kRegisters:
+      return ceil_div(p.rows, plan.rows_per_cta);
+    case ReduceVariant::kCluster:
+      return p.rows * plan.cluster_ctas;
+    default:
+      return p.rows;
+  }
 }
 
 bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
@@ -82,6 +122,8 @@ const char* reduce_variant_name(ReduceVariant v) {
       return "cpu";
     case ReduceVariant::kRegisters:
       return "registers";
+    case ReduceVariant::kCluster:
+      return "cluster";
     case ReduceVariant::kLooped:
       return "looped";
   }
@@ -93,7 +135,8 @@ int reduce_kernel_entry(const ReducePlan& plan) {
   for (int i = 0; i < kEntries; ++i) {
     const ReduceKernel& k = kReduceKernels[i];
     if (k.variant == plan.variant && k.vector_io == plan.vector_io &&
-        k.chunks_per_thread == plan.chunks_per_thread) {
+        k.chunks_per_thread == plan.chunks_per_thread &&
+        (k.cta_threads == 0 || k.cta_threads == plan.block_threads)) {
       return i;
     }
   }
@@ -111,13 +154,15 @@ ReducePlan make_reduce_plan(const ReduceProblem& problem, const DeviceInfo& devi
     plan.rows_per_cta = 1;
     plan.block_threads = 1;
   } else {
-    const RowShape s = row_shape(problem.op, problem.dtype, problem.cols);
+    const RowShape s = row_shape(problem, device);
     plan.variant = s.variant;
     plan.vector_io = vector_io_allowed(problem);
     plan.chunks_per_thread = s.chunks_per_thread;
     plan.threads_per_row = s.threads_per_row;
     plan.rows_per_cta = s.rows_per_cta;
     plan.block_threads = s.threads_per_row * s.rows_per_cta;
+    plan.cluster_ctas = s.cluster_ctas;
+    plan.smem_bytes = s.smem_bytes;
   }
   plan.grid = expected_grid(plan, problem);
   const std::string why = reduce_plan_violation(plan, problem);
@@ -140,7 +185,8 @@ std::string reduce_plan_violation(const ReducePlan& plan, const ReduceProblem& p
   }
   if (!cuda) {
     if (plan.vector_io || plan.chunks_per_thread != 0 || plan.threads_per_row != 1 ||
-        plan.rows_per_cta != 1 || plan.block_threads != 1) {
+        plan.rows_per_cta != 1 || plan.block_threads != 1 || plan.cluster_ctas != 0 ||
+        plan.smem_bytes != 0) {
       return "a cpu plan has no CUDA schedule: no vector_io, no chunks, one thread and one row "
              "a task";
     }
@@ -165,6 +211,23 @@ std::string reduce_plan_violation(const ReducePlan& plan, const ReduceProblem& p
       (plan.block_threads != kReduceLoopedThreads || plan.rows_per_cta != 1)) {
     return "a looped CTA is kReduceLoopedThreads threads on one row";
   }
+  if (plan.variant == ReduceVariant::kCluster) {
+    if (!traits.reduces || !writes_out(p)) return "a cluster plan is for a reducing op that writes";
+    if (plan.threads_per_row != plan.block_threads || plan.rows_per_cta != 1) {
+      return "a cluster CTA is one slice of one row";
+    }
+    if (plan.cluster_ctas < 2 || plan.cluster_ctas > kReduceMaxClusterCtas ||
+        plan.cluster_ctas !=
+            ceil_div(ceil_div(p.cols, plan.chunk_elems), reduce_slice_chunks(plan.block_threads))) {
+      return "cluster_ctas must be the row's slices of reduce_slice_chunks(block_threads) chunks, "
+             "2 to kReduceMaxClusterCtas";
+    }
+    if (plan.smem_bytes != reduce_cluster_smem_bytes(traits.streams_in, plan.block_threads)) {
+      return "a cluster CTA stages every stream's slice: smem_bytes";
+    }
+  } else if (plan.cluster_ctas != 0 || plan.smem_bytes != 0) {
+    return "only a cluster plan has cluster_ctas and smem_bytes";
+  }
   if (plan.variant == ReduceVariant::kRegisters &&
       int64_t{plan.threads_per_row} * plan.chunks_per_thread * plan.chunk_elems < p.cols) {
     return "registers do not hold the row (threads_per_row * chunks_per_thread * chunk_elems < N)";
@@ -174,7 +237,8 @@ std::string reduce_plan_violation(const ReducePlan& plan, const ReduceProblem& p
            "on every stream the op reads or writes";
   }
   if (plan.grid != expected_grid(plan, p)) {
-    return "grid must be ceil(M / rows_per_cta) (looped: M; 0 without elements)";
+    return "grid must be ceil(M / rows_per_cta) (cluster: M * cluster_ctas; looped: M; 0 "
+           "without elements)";
   }
   if (plan.grid > 0x7fffffff) return "grid exceeds the CUDA limit (INT32_MAX)";
   return "";
@@ -187,7 +251,11 @@ std::string describe(const ReducePlan& plan, const ReduceProblem& problem) {
   return s + (plan.vector_io ? " vector" : " elementwise") +
          " chunks=" + to_string(plan.chunks_per_thread) +
          " threads/row=" + to_string(plan.threads_per_row) +
-         " rows/cta=" + to_string(plan.rows_per_cta) + " grid=" + to_string(plan.grid);
+         " rows/cta=" + to_string(plan.rows_per_cta) +
+         (plan.variant == ReduceVariant::kCluster
+              ? " cluster=" + to_string(plan.cluster_ctas) + " smem=" + to_string(plan.smem_bytes)
+              : "") +
+         " grid=" + to_string(plan.grid);
 }
 
 }  // namespace oink

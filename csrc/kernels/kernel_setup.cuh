@@ -1,6 +1,6 @@
 // What must happen once per kernel and device before a kernel may launch: the opt-ins of shared
 // memory above 48 KiB and of clusters above the portable 8 CTAs (norm_forward.cu,
-// norm_backward.cu).
+// norm_backward.cu, row_reduce.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -54,6 +54,24 @@ cudaError_t allow_non_portable_clusters() {
   return once_per_device(devices_done, [](int) {
     return cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   });
+}
+
+// The kernel a plan runs, and what must happen once before it may launch.
+struct SelectedKernel {
+  const void* function = nullptr;      // nullptr: the plan names no instantiated kernel
+  cudaError_t (*prepare)() = nullptr;  // shared-memory and cluster kernels: the opt-ins
+};
+
+template <typename Kernel>
+SelectedKernel kernel_of(Kernel* kernel, cudaError_t (*prepare)() = nullptr) {
+  return {reinterpret_cast<const void*>(kernel), prepare};
+}
+
+// A cluster kernel with dynamic shared memory: both opt-ins.
+template <auto kKernel>
+cudaError_t allow_large_clusters() {
+  const cudaError_t err = allow_large_smem<kKernel>();
+  return err != cudaSuccess ? err : allow_non_portable_clusters<kKernel>();
 }
 
 }  // namespace oink

@@ -43,28 +43,10 @@
 namespace oink {
 namespace {
 
-// The kernel a plan runs, and what must happen once before it may launch.
-struct SelectedKernel {
-  const void* function = nullptr;      // nullptr: the plan names no instantiated kernel
-  cudaError_t (*prepare)() = nullptr;  // shared-memory kernels: the opt-in
-};
-
-template <typename Kernel>
-SelectedKernel kernel_of(Kernel* kernel, cudaError_t (*prepare)() = nullptr) {
-  return {reinterpret_cast<const void*>(kernel), prepare};
-}
-
 // A kernel with dynamic shared memory, opted into the device's limit before its first launch.
 template <auto kKernel>
 SelectedKernel smem_kernel() {
   return kernel_of(kKernel, &allow_large_smem<kKernel>);
-}
-
-// The cluster kernels: the shared-memory opt-in, and clusters of more than the portable 8 CTAs.
-template <auto kKernel>
-cudaError_t allow_large_clusters() {
-  const cudaError_t err = allow_large_smem<kKernel>();
-  return err != cudaSuccess ? err : allow_non_portable_clusters<kKernel>();
 }
 
 // The dtype of a kernel's element type, as the table and the planner name it.

@@ -15,6 +15,7 @@
 #include "core/reduce_plan.h"
 #include "core/row_reduce.h"
 #include "kernels/cross_entropy_row.cuh"
+#include "kernels/kernel_setup.cuh"
 #include "kernels/launch_kernel.cuh"
 #include "kernels/launch_reduce.h"
 #include "kernels/row_reduce.cuh"
@@ -51,10 +52,11 @@ struct ScaleGradientRows {
   using Row = ScaleGradientRow<T, kVector>;
 };
 
-// The kernel of table entry kEntry for the rows of Rows, or nullptr where the entry holds more
-// chunks than the op keeps in registers (core/row_reduce.h, max_chunks): not compiled.
+// The kernel of table entry kEntry for the rows of Rows, or none where the entry holds more
+// chunks than the op keeps in registers (core/row_reduce.h, max_chunks), or is a cluster and the
+// op does not reduce: not compiled.
 template <typename Rows, size_t kEntry>
-const void* entry_kernel() {
+SelectedKernel entry_kernel() {
   constexpr ReduceKernel k = kReduceKernels[kEntry];
   using Row = typename Rows::template Row<k.vector_io>;
   constexpr ReduceOpTraits traits = traits_of(Row::kOp);
@@ -63,34 +65,42 @@ const void* entry_kernel() {
   if constexpr (k.variant == ReduceVariant::kRegisters) {
     static_assert(k.chunks_per_thread > 0, "registers entries hold chunks");
     if constexpr (k.chunks_per_thread > traits.max_chunks) {
-      return nullptr;
+      return {};
     } else {
-      return reinterpret_cast<const void*>(
-          reduce_registers_kernel<Row, k.vector_io, k.chunks_per_thread>);
+      return kernel_of(reduce_registers_kernel<Row, k.vector_io, k.chunks_per_thread>);
+    }
+  } else if constexpr (k.variant == ReduceVariant::kCluster) {
+    static_assert(k.chunks_per_thread == 0 && k.cta_threads > 0,
+                  "a cluster thread's chunks are in shared memory; its CTA's threads are fixed");
+    if constexpr (!traits.reduces) {
+      return {};
+    } else {
+      constexpr auto kKernel = reduce_cluster_kernel<Row, k.vector_io, k.cta_threads>;
+      return kernel_of(kKernel, &allow_large_clusters<kKernel>);
     }
   } else {
     static_assert(k.variant == ReduceVariant::kLooped && k.chunks_per_thread == 0,
-                  "the table holds registers and looped kernels");
-    return reinterpret_cast<const void*>(reduce_looped_kernel<Row, k.vector_io>);
+                  "the table holds registers, cluster and looped kernels");
+    return kernel_of(reduce_looped_kernel<Row, k.vector_io>);
   }
 }
 
 template <typename Rows, size_t... kEntries>
-const void* select_entry(int entry, std::index_sequence<kEntries...>) {
-  const void* kernel = nullptr;
+SelectedKernel select_entry(int entry, std::index_sequence<kEntries...>) {
+  SelectedKernel kernel;
   (void)((entry == static_cast<int>(kEntries) && (kernel = entry_kernel<Rows, kEntries>(), true)) ||
          ...);
   return kernel;
 }
 
 template <typename Rows>
-const void* select_rows(int entry) {
+SelectedKernel select_rows(int entry) {
   return select_entry<Rows>(entry, std::make_index_sequence<std::size(kReduceKernels)>{});
 }
 
 // The cross-entropy options as template arguments, one bool at a time.
 template <typename T, bool... kOptions>
-const void* select_cross_entropy(int entry, const ReduceProblem& problem) {
+SelectedKernel select_cross_entropy(int entry, const ReduceProblem& problem) {
   if constexpr (sizeof...(kOptions) == 3) {
     return select_rows<CrossEntropyRows<T, kOptions...>>(entry);
   } else {
@@ -104,7 +114,7 @@ const void* select_cross_entropy(int entry, const ReduceProblem& problem) {
 }
 
 template <typename T>
-const void* select_op(int entry, const ReduceProblem& problem) {
+SelectedKernel select_op(int entry, const ReduceProblem& problem) {
   switch (problem.op) {
     case ReduceOp::kSoftmax:
       return select_rows<SoftmaxRows<T>>(entry);
@@ -122,10 +132,10 @@ const void* select_op(int entry, const ReduceProblem& problem) {
     case ReduceOp::kScaleGradient:
       return select_rows<ScaleGradientRows<T>>(entry);
   }
-  return nullptr;
+  return {};
 }
 
-const void* select_kernel(int entry, const ReduceProblem& problem) {
+SelectedKernel select_kernel(int entry, const ReduceProblem& problem) {
   switch (problem.dtype) {
     case DType::kFloat16:
       return select_op<__half>(entry, problem);
@@ -136,7 +146,7 @@ const void* select_kernel(int entry, const ReduceProblem& problem) {
     case DType::kFloat64:  // CPU only
       break;
   }
-  return nullptr;
+  return {};
 }
 
 ReduceParams reduce_params(const ReducePlan& plan, const ReduceProblem& problem,
@@ -180,13 +190,18 @@ cudaError_t launch_reduce(const ReducePlan& plan, const ReduceProblem& problem,
   if (plan.chunk_elems != 16 / dtype_size(problem.dtype) || plan.block_threads % 32 != 0) {
     return cudaErrorInvalidValue;
   }
-  const void* kernel = select_kernel(entry, problem);
-  if (kernel == nullptr) return cudaErrorInvalidValue;
+  const SelectedKernel kernel = select_kernel(entry, problem);
+  if (kernel.function == nullptr) return cudaErrorInvalidValue;
+  if (kernel.prepare != nullptr) {
+    const cudaError_t err = kernel.prepare();
+    if (err != cudaSuccess) return err;
+  }
   ReduceParams params = reduce_params(plan, problem, args);
   void* kernel_args[] = {&params};
-  return launch_kernel(kernel, dim3(static_cast<unsigned>(plan.grid)),
-                       dim3(static_cast<unsigned>(plan.block_threads)), 0, /*pdl=*/false, stream,
-                       kernel_args);
+  return launch_kernel(kernel.function, dim3(static_cast<unsigned>(plan.grid)),
+                       dim3(static_cast<unsigned>(plan.block_threads)),
+                       static_cast<size_t>(plan.smem_bytes), /*pdl=*/false, stream, kernel_args,
+                       plan.cluster_ctas);
 }
 
 }  // namespace oink

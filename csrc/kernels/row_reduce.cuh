@@ -5,15 +5,23 @@
 //
 //   reduce_registers_kernel  a row's threads_per_row threads hold it in registers (kChunks 16-byte
 //                            chunks per stream each): read once, written once.
-//   reduce_looped_kernel     one CTA of kReduceLoopedThreads threads per row, for rows too long
-//                            for registers: pass 1 folds the row, pass 2 re-reads (mostly from L2)
-//                            and writes. Rows that need no reduction have pass 2 only.
+//   reduce_cluster_kernel    a thread block cluster per row (sm_90+), for written rows too long
+//                            for registers: each CTA stages its slice (kReduceClusterChunks chunks
+//                            a thread) in shared memory, the CTAs' values meet in distributed
+//                            shared memory, then each CTA writes its slice: read once, written
+//                            once.
+//   reduce_looped_kernel     one CTA of kReduceLoopedThreads threads per row, for the rows no other
+//                            schedule takes: pass 1 folds the row, pass 2 re-reads (from L2 where
+//                            the row stayed) and writes. Rows that need no reduction have pass 2
+//                            only.
 //
 // Ownership (core/reduce_plan.h): chunk c of a row belongs to thread c % threads_per_row, which
 // folds its chunks in increasing order, element by element; the threads combine in
-// device::row_reduce's fixed tree. Vector or element-wise I/O and rows_per_cta change only where
-// the bytes come from, never the arithmetic, so a row's bits depend on (op, dtype, N) and its
-// values alone.
+// device::row_reduce's fixed tree (in the cluster: chunk c of slice c / S, thread c % T of that
+// slice's CTA of T threads, S = T * kReduceClusterChunks, and the slices' values combined in slice
+// order).
+// Vector or element-wise I/O and rows_per_cta change only where the bytes come from, never the
+// arithmetic, so a row's bits depend on (op, dtype, N) and its values alone.
 //
 // A row type Row provides:
 //   kOp, kStreams (1 or 2), kReduces, kWrites, kReadsAcross (a thread reads an element another
@@ -39,6 +47,7 @@
 
 #include "core/reduce_plan.h"
 #include "core/rows.h"
+#include "device/async.cuh"
 #include "device/reduce.cuh"
 #include "device/vec.cuh"
 
@@ -203,6 +212,97 @@ __global__ void __launch_bounds__(kReduceMaxThreadsPerRow, 1)
   // thread read (after_loads) must be read before this thread overwrites it in place.
   if constexpr (Row::kReadsAcross) __syncwarp();
   r.save(p, row, stats, active && lane == 0);
+  if constexpr (Row::kWrites) {
+    chunks([&](const Floats* xs, int64_t c) { r.store(xs, c, stats); });
+  }
+}
+
+// cluster. Grid: rows x cluster_ctas CTAs of kThreads threads, one cluster of cluster_ctas CTAs
+// per row (a 1-D grid of clusters); CTA `rank` takes slice `rank`: chunks [rank * kSlice, ...),
+// thread t chunks t, t + kThreads, ... of it (kReduceClusterChunks at most). Every chunk of every
+// stream is staged in shared memory at once (cp.async for whole 16-byte chunks, else element-wise
+// loads stored there): kSlice * 16 bytes a stream in flight per CTA, with no registers held; then
+// the thread folds its chunks, the CTA combines its threads (row_reduce), each CTA sends its value
+// to every CTA's slice_values[rank], one cluster barrier, and every CTA combines the slices' values
+// in slice order (the same combines, the same bits), and writes its own slice from shared memory.
+//
+// The exchange follows norm_cluster_kernel's: the first cluster barrier, arrived on at the start
+// and waited for just before the sends, tells that every CTA has started; the second is released
+// by the warps that sent (warp 0 of each CTA; it also holds the row's leader, whose read of an
+// element another CTA overwrites in place, after_loads, is so ordered before those stores) and
+// acquired by every thread; no CTA leaves before it, so no send lands in a CTA that has exited.
+template <typename Row, bool kVector, int kThreads>
+__global__ void __launch_bounds__(kThreads) reduce_cluster_kernel(const ReduceParams p) {
+  using Io = typename Row::Io;
+  using Floats = typename Io::Floats;
+  using Policy = typename Row::Policy;
+  using Value = typename Policy::Value;
+  constexpr int kStreams = Row::kStreams;
+  constexpr int kChunks = kReduceClusterChunks;
+  constexpr int kSlice = reduce_slice_chunks(kThreads);
+  static_assert(Row::kReduces, "the cluster exists to combine a row's slices");
+  static_assert(sizeof(typename Io::Held) == sizeof(uint4), "a staged chunk is 16 bytes");
+  extern __shared__ uint4 staged[];  // [kStreams][kSlice]: reduce_cluster_smem_bytes
+  __shared__ WarpValues<Row> warp_values;
+  __shared__ Value slice_values[kReduceMaxClusterCtas];
+  static_assert(sizeof(warp_values) + sizeof(slice_values) <= kReduceClusterStaticSmemBytes,
+                "the planner counts these bytes");
+  device::cluster_arrive_relaxed();
+
+  const int t = static_cast<int>(threadIdx.x);
+  const int rank = static_cast<int>(device::cluster_rank());
+  const int ctas = static_cast<int>(device::cluster_ctas());
+  const int64_t row = device::cluster_index();
+  Row r(p, row, true);
+  const int64_t first = int64_t{rank} * kSlice;  // the slice's first chunk
+  const auto col = [&](int k) { return (first + t + k * kThreads) * Io::kElems; };
+  const auto slot = [&](int s, int k) { return s * kSlice + t + k * kThreads; };
+  bool mine[kChunks];
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) mine[k] = first + t + k * kThreads < p.chunks_per_row;
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+#pragma unroll
+    for (int s = 0; s < kStreams; ++s) {
+      if constexpr (kVector) {
+        device::async_copy16_if(
+            mine[k], static_cast<uint32_t>(__cvta_generic_to_shared(&staged[slot(s, k)])),
+            r.in[s] + col(k));
+      } else {
+        const typename Io::Held held = Io::load(mine[k], r.in[s], col(k), r.n);
+        if (mine[k]) staged[slot(s, k)] = device::bit_cast<uint4>(held);
+      }
+    }
+  }
+  if constexpr (kVector) {
+    device::async_commit();
+    device::async_wait<0>();  // this thread's copies: it alone reads them back
+  }
+  r.after_loads(rank == 0 && t == 0);
+
+  const auto chunks = [&](auto&& f) {
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) {
+      if (mine[k]) {
+        Floats xs[kStreams];
+#pragma unroll
+        for (int s = 0; s < kStreams; ++s) {
+          xs[s] = Io::floats(device::bit_cast<typename Io::Held>(staged[slot(s, k)]));
+        }
+        f(xs, col(k));
+      }
+    }
+  };
+  const Value slice_value =
+      device::row_reduce<Policy>(r.thread_value(chunks), kThreads, warp_values.v);
+  device::cluster_wait();  // every CTA of the cluster has started
+  static_assert(kReduceMaxClusterCtas <= 32, "the senders (t < ctas) are warp 0");
+  if (t < ctas) device::store_to_cluster_rank(&slice_values[rank], t, slice_value);
+  device::cluster_sync_released_by(t < 32);
+  Value total = slice_values[0];
+  for (int k = 1; k < ctas; ++k) total = Policy::combine(total, slice_values[k]);
+  const typename Row::Stats stats = r.finish(total);
+  r.save(p, row, stats, rank == 0 && t == 0);
   if constexpr (Row::kWrites) {
     chunks([&](const Floats* xs, int64_t c) { r.store(xs, c, stats); });
   }

@@ -176,6 +176,7 @@ std::string off_rule(const Case& c) {
   }
   const int64_t chunks = (p.cols + ce - 1) / ce;
   const int max_chunks = traits_of(p.op).max_chunks;
+  const bool writes = p.op != ReduceOp::kCrossEntropy || p.writes_rows;
   if (chunks <= int64_t{1024} * max_chunks) {
     const int c_ = static_cast<int>(std::min<int64_t>(max_chunks, next_pow2(chunks)));
     const int64_t tpr = next_pow2((chunks + c_ - 1) / c_);
@@ -186,6 +187,19 @@ std::string off_rule(const Case& c) {
       return "registers schedule off the rule";
     }
     if (plan.grid != (empty ? 0 : (p.rows + rpc - 1) / rpc)) return "registers grid";
+  } else if (const int64_t threads = (chunks + 2047) / 2048 <= 8 ? 256 : 512,
+             slices = (chunks + threads * 8 - 1) / (threads * 8);
+             traits_of(p.op).reduces && writes && slices <= 8) {
+    // Past registers, a written row takes a cluster of at most 8 CTAs, one a slice: CTAs of 256
+    // threads (2048 chunks) while 8 of them hold the row, else of 512 (4096 chunks); every
+    // stream's slice staged: 16 bytes a chunk.
+    if (plan.variant != ReduceVariant::kCluster || plan.chunks_per_thread != 0 ||
+        plan.threads_per_row != threads || plan.rows_per_cta != 1 ||
+        plan.block_threads != threads || plan.cluster_ctas != slices ||
+        plan.smem_bytes != traits_of(p.op).streams_in * threads * 8 * 16) {
+      return "cluster schedule off the rule";
+    }
+    if (plan.grid != (empty ? 0 : p.rows * slices)) return "cluster grid";
   } else {
     if (plan.variant != ReduceVariant::kLooped || plan.chunks_per_thread != 0 ||
         plan.threads_per_row != kReduceLoopedThreads || plan.rows_per_cta != 1 ||
@@ -194,9 +208,11 @@ std::string off_rule(const Case& c) {
     }
     if (plan.grid != (empty ? 0 : p.rows)) return "looped grid";
   }
+  if (plan.variant != ReduceVariant::kCluster && (plan.cluster_ctas != 0 || plan.smem_bytes != 0)) {
+    return "cluster_ctas or smem_bytes off a cluster plan";
+  }
   const Layout& l = *c.layout;
   const bool two = p.op == ReduceOp::kSoftmaxBackward;
-  const bool writes = p.op != ReduceOp::kCrossEntropy || p.writes_rows;
   auto ok = [&](int align, int64_t pad) { return align >= 16 && (p.cols + pad) % ce == 0; };
   const bool vec = p.cols % ce == 0 && ok(l.in_align, l.in_pad) &&
                    (!two || ok(l.in2_align, l.in2_pad)) && (!writes || ok(l.out_align, l.out_pad));
@@ -206,20 +222,22 @@ std::string off_rule(const Case& c) {
 
 TEST(ReducePlan, FollowsTheRule) { for_each_case(off_rule); }
 
-// Everything but vector_io and grid is a function of (device kind, op, dtype, N): never of M,
-// the strides, the alignments or writes_rows.
+// Everything but vector_io and grid is a function of (device kind, op, dtype, N, writes_rows):
+// never of M, the strides or the alignments. (A loss-only cross-entropy loops where the fused one
+// takes a cluster: their losses may differ in the last bit, as docs/numerics.md says.)
 TEST(ReducePlan, BatchInvariant) {
-  using Shape = std::tuple<ReduceVariant, int, int, int, int, int>;
-  std::map<std::tuple<bool, ReduceOp, DType, int64_t>, Shape> seen;
-  std::map<std::tuple<bool, ReduceOp, DType, int64_t, const Layout*, bool>, bool> vector_io;
+  using Shape = std::tuple<ReduceVariant, int, int, int, int, int, int, int>;
+  std::map<std::tuple<bool, ReduceOp, DType, int64_t, bool>, Shape> seen;
+  std::map<std::tuple<bool, ReduceOp, DType, int64_t, bool, const Layout*>, bool> vector_io;
   for_each_case([&](const Case& c) -> std::string {
     const ReducePlan& p = c.plan;
-    const Shape shape{p.variant,         p.chunk_elems,  p.chunks_per_thread,
-                      p.threads_per_row, p.rows_per_cta, p.block_threads};
-    const auto key = std::make_tuple(c.cuda, c.problem.op, c.problem.dtype, c.problem.cols);
+    const Shape shape{p.variant,      p.chunk_elems,   p.chunks_per_thread, p.threads_per_row,
+                      p.rows_per_cta, p.block_threads, p.cluster_ctas,      p.smem_bytes};
+    const auto key = std::make_tuple(c.cuda, c.problem.op, c.problem.dtype, c.problem.cols,
+                                     c.problem.writes_rows);
     if (seen.emplace(key, shape).first->second != shape) return "schedule changed with M/layout";
     // Across M alone (the same layout: the same alignments and strides), vector_io holds too.
-    const auto vkey = std::tuple_cat(key, std::make_tuple(c.layout, c.problem.writes_rows));
+    const auto vkey = std::tuple_cat(key, std::make_tuple(c.layout));
     if (vector_io.emplace(vkey, p.vector_io).first->second != p.vector_io) {
       return "vector_io changed with M";
     }
@@ -257,15 +275,27 @@ TEST(ReducePlan, Examples) {
       // 2 chunks: one thread holds the row (2 chunks, not 4).
       {ReduceOp::kSoftmax, DType::kBFloat16, 16, 7, ReduceVariant::kRegisters, 2, 1, 256, 1},
       // The longest rows in registers: 4096 chunks (softmax), 2048 (its backward, 2 a thread).
+      // Then clusters of 256-thread CTAs, one per 2048 chunks: 4097 chunks take 3; past 8 of
+      // them, 512-thread CTAs of 4096 chunks.
       {ReduceOp::kSoftmax, DType::kBFloat16, 32768, 7, ReduceVariant::kRegisters, 4, 1024, 1, 7},
-      {ReduceOp::kSoftmax, DType::kBFloat16, 32769, 7, ReduceVariant::kLooped, 0, 512, 1, 7},
+      {ReduceOp::kSoftmax, DType::kBFloat16, 32769, 7, ReduceVariant::kCluster, 0, 256, 1, 21},
       {ReduceOp::kSoftmaxBackward, DType::kFloat16, 16384, 3, ReduceVariant::kRegisters, 2, 1024, 1,
        3},
-      {ReduceOp::kSoftmaxBackward, DType::kFloat16, 16385, 3, ReduceVariant::kLooped, 0, 512, 1, 3},
-      // cross_entropy holds at most 2 chunks: 1024 threads x 2 x 4 floats, then looped.
+      {ReduceOp::kSoftmaxBackward, DType::kFloat16, 16385, 3, ReduceVariant::kCluster, 0, 256, 1,
+       6},
+      // cross_entropy holds at most 2 chunks: 1024 threads x 2 x 4 floats, then a cluster.
       {ReduceOp::kCrossEntropy, DType::kFloat32, 8192, 5, ReduceVariant::kRegisters, 2, 1024, 1, 5},
-      {ReduceOp::kCrossEntropy, DType::kFloat32, 16384, 5, ReduceVariant::kLooped, 0, 512, 1, 5},
-      {ReduceOp::kCrossEntropy, DType::kBFloat16, 128256, 5, ReduceVariant::kLooped, 0, 512, 1, 5},
+      {ReduceOp::kCrossEntropy, DType::kFloat32, 16384, 5, ReduceVariant::kCluster, 0, 256, 1, 10},
+      {ReduceOp::kCrossEntropy, DType::kBFloat16, 128256, 5, ReduceVariant::kCluster, 0, 256, 1,
+       40},
+      {ReduceOp::kCrossEntropy, DType::kBFloat16, 151936, 5, ReduceVariant::kCluster, 0, 512, 1,
+       25},
+      {ReduceOp::kCrossEntropy, DType::kBFloat16, 262144, 5, ReduceVariant::kCluster, 0, 512, 1,
+       40},
+      // Past 8 slices of 4096 (32768 chunks), rows without a reduction and loss-only rows loop.
+      {ReduceOp::kCrossEntropy, DType::kBFloat16, 262152, 5, ReduceVariant::kLooped, 0, 512, 1, 5},
+      {ReduceOp::kCrossEntropyBackward, DType::kBFloat16, 128256, 5, ReduceVariant::kLooped, 0, 512,
+       1, 5},
       // No elements: no CTAs.
       {ReduceOp::kCrossEntropyBackward, DType::kBFloat16, 4096, 0, ReduceVariant::kRegisters, 4,
        128, 2, 0},
@@ -282,6 +312,36 @@ TEST(ReducePlan, Examples) {
     EXPECT_EQ(plan.block_threads, e.tpr * e.rpc);
     EXPECT_EQ(plan.grid, e.grid);
   }
+}
+
+// The cluster takes Hopper and later only, and stages every stream: 64 KiB a CTA for two.
+TEST(ReducePlan, ClusterPlans) {
+  const ReduceProblem ce =
+      make_problem(ReduceOp::kCrossEntropy, DType::kBFloat16, 128256, 5, kLayouts[0]);
+  const ReducePlan hopper_plan = make_reduce_plan(ce, hopper());
+  EXPECT_EQ(hopper_plan.cluster_ctas, 8);  // 16032 chunks: 7 slices of 2048 and one of 1696
+  EXPECT_EQ(hopper_plan.smem_bytes, 32768);
+  EXPECT_EQ(kReduceKernels[reduce_kernel_entry(hopper_plan)].cta_threads, 256);
+  // The loss alone (no gradient row written) loops.
+  const ReduceProblem loss_only =
+      make_problem(ReduceOp::kCrossEntropy, DType::kBFloat16, 128256, 5, kLayouts[0], false);
+  EXPECT_EQ(make_reduce_plan(loss_only, hopper()).variant, ReduceVariant::kLooped);
+  DeviceInfo ampere = hopper();
+  ampere.cc_major = 8;
+  const ReducePlan ampere_plan = make_reduce_plan(ce, ampere);
+  EXPECT_EQ(ampere_plan.variant, ReduceVariant::kLooped);
+  EXPECT_EQ(ampere_plan.cluster_ctas, 0);
+  const ReduceProblem two =
+      make_problem(ReduceOp::kSoftmaxBackward, DType::kFloat32, 131072, 3, kLayouts[0]);
+  const ReducePlan two_plan = make_reduce_plan(two, hopper());
+  EXPECT_EQ(two_plan.block_threads, 512);
+  EXPECT_EQ(two_plan.cluster_ctas, 8);
+  EXPECT_EQ(two_plan.smem_bytes, 131072);  // two streams of 4096 chunks
+  // A device whose CTAs cannot hold the staged slices loops.
+  DeviceInfo small = hopper();
+  small.max_smem_per_block = 48 * 1024;
+  EXPECT_EQ(make_reduce_plan(two, small).variant, ReduceVariant::kLooped);
+  EXPECT_EQ(make_reduce_plan(ce, small).variant, ReduceVariant::kCluster);
 }
 
 TEST(ReducePlan, CpuPlans) {
@@ -312,6 +372,7 @@ TEST(ReducePlan, RefusesWhatNoKernelTakes) {
 TEST(ReducePlan, VariantNames) {
   EXPECT_STREQ(reduce_variant_name(ReduceVariant::kCpu), "cpu");
   EXPECT_STREQ(reduce_variant_name(ReduceVariant::kRegisters), "registers");
+  EXPECT_STREQ(reduce_variant_name(ReduceVariant::kCluster), "cluster");
   EXPECT_STREQ(reduce_variant_name(ReduceVariant::kLooped), "looped");
 }
 
@@ -325,6 +386,11 @@ TEST(ReducePlan, DescribeIsOneLine) {
       make_problem(ReduceOp::kCrossEntropy, DType::kFloat32, 131073, 3, kLayouts[0]);
   EXPECT_EQ(describe(make_reduce_plan(u, hopper()), u),
             "cross_entropy looped elementwise chunks=0 threads/row=512 rows/cta=1 grid=3");
+  const ReduceProblem v =
+      make_problem(ReduceOp::kCrossEntropy, DType::kBFloat16, 50257, 3, kLayouts[0]);
+  EXPECT_EQ(describe(make_reduce_plan(v, hopper()), v),
+            "cross_entropy cluster elementwise chunks=0 threads/row=256 rows/cta=1 cluster=4 "
+            "smem=32768 grid=12");
   const ReduceProblem b =
       make_problem(ReduceOp::kSoftmaxBackward, DType::kFloat16, 100, 7, kLayouts[1]);
   EXPECT_EQ(describe(make_reduce_plan(b, hopper()), b),
@@ -350,6 +416,9 @@ void expect_violation(const ReduceProblem& p, const std::function<void(ReducePla
       << "expected \"" << expected << "\", got \"" << why << "\" for " << describe(plan, p);
 }
 
+// A row longer than any cluster (65536 chunks): the looped schedule.
+constexpr int64_t kLoopedN = 524288;
+
 ReduceProblem bf16_softmax(int64_t n, int64_t m = 4096, const Layout& l = kLayouts[0]) {
   return make_problem(ReduceOp::kSoftmax, DType::kBFloat16, n, m, l);
 }
@@ -358,8 +427,11 @@ TEST(ReducePlanViolation, NoKernelEntry) {
   expect_violation(
       bf16_softmax(4096), [](ReducePlan& b) { b.chunks_per_thread = 3; }, "no instantiated kernel");
   expect_violation(
-      bf16_softmax(65536), [](ReducePlan& b) { b.chunks_per_thread = 1; },
+      bf16_softmax(kLoopedN), [](ReducePlan& b) { b.chunks_per_thread = 1; },
       "no instantiated kernel");  // a looped plan holds no chunks
+  expect_violation(
+      bf16_softmax(65536), [](ReducePlan& b) { b.chunks_per_thread = 8; },
+      "no instantiated kernel");  // nor does a cluster plan: its chunks are in shared memory
 }
 
 TEST(ReducePlanViolation, RowDimsOutOfRange) {
@@ -430,7 +502,7 @@ TEST(ReducePlanViolation, RegistersCoverTheRow) {
       "registers do not hold the row");
   // A looped row's length has no limit; a registers plan for it has.
   expect_violation(
-      bf16_softmax(32769),
+      bf16_softmax(kLoopedN),
       [](ReducePlan& b) {
         b.variant = ReduceVariant::kRegisters;
         b.chunks_per_thread = 4;
@@ -471,16 +543,18 @@ TEST(ReducePlanViolation, Grid) {
   expect_violation(
       bf16_softmax(100), [](ReducePlan& b) { b.grid += 1; }, "grid must be");
   expect_violation(
-      bf16_softmax(65536), [](ReducePlan& b) { b.grid -= 1; }, "grid must be");
+      bf16_softmax(65536), [](ReducePlan& b) { b.grid -= 1; }, "grid must be");  // a cluster
+  expect_violation(
+      bf16_softmax(kLoopedN), [](ReducePlan& b) { b.grid -= 1; }, "grid must be");
   expect_violation(
       bf16_softmax(100, 0), [](ReducePlan& b) { b.grid = 1; }, "grid must be");
   expect_violation(
       bf16_softmax(100), [](ReducePlan& b) { b.grid = 16; }, "one task per row",
       /*cuda=*/false);
   // More CTAs than CUDA launches: M = 2^32 looped rows, built by hand (the planner throws).
-  const ReduceProblem huge = bf16_softmax(65536, int64_t{1} << 32);
+  const ReduceProblem huge = bf16_softmax(kLoopedN, int64_t{1} << 32);
   EXPECT_THROW(make_reduce_plan(huge, hopper()), std::logic_error);
-  ReducePlan plan = make_reduce_plan(bf16_softmax(65536), hopper());
+  ReducePlan plan = make_reduce_plan(bf16_softmax(kLoopedN), hopper());
   plan.grid = huge.rows;
   EXPECT_NE(reduce_plan_violation(plan, huge).find("INT32_MAX"), std::string::npos);
 }
@@ -504,14 +578,14 @@ TEST(ReducePlanViolation, CrossEntropyRowDims) {
 
 TEST(ReducePlanViolation, LoopedBlock) {
   expect_violation(
-      bf16_softmax(65536),
+      bf16_softmax(kLoopedN),
       [](ReducePlan& b) {
         b.threads_per_row = 256;
         b.block_threads = 256;
       },
       "kReduceLoopedThreads");
   expect_violation(
-      bf16_softmax(65536),
+      bf16_softmax(kLoopedN),
       [](ReducePlan& b) {
         b.threads_per_row = 256;
         b.rows_per_cta = 2;
@@ -519,6 +593,61 @@ TEST(ReducePlanViolation, LoopedBlock) {
         b.grid = 2048;
       },
       "kReduceLoopedThreads");
+}
+
+TEST(ReducePlanViolation, ClusterShape) {
+  const ReduceProblem p = bf16_softmax(65536);  // 8192 chunks: 4 slices of 2048
+  expect_violation(
+      p, [](ReducePlan& b) { b.cluster_ctas = 3; }, "cluster_ctas must be the row's slices");
+  expect_violation(
+      p, [](ReducePlan& b) { b.cluster_ctas = 5; }, "cluster_ctas must be the row's slices");
+  expect_violation(
+      bf16_softmax(kLoopedN),
+      [](ReducePlan& b) {  // 16 slices of 4096: more CTAs than a cluster has
+        b.variant = ReduceVariant::kCluster;
+        b.threads_per_row = b.block_threads = 512;
+        b.cluster_ctas = 16;
+        b.smem_bytes = 65536;
+        b.grid *= 16;
+      },
+      "cluster_ctas must be the row's slices");
+  expect_violation(
+      p, [](ReducePlan& b) { b.smem_bytes = 16384; }, "smem_bytes");
+  expect_violation(
+      p,
+      [](ReducePlan& b) {  // CTAs of 512 threads hold the row in 2 slices, not 4
+        b.threads_per_row = b.block_threads = 512;
+        b.smem_bytes = 65536;
+      },
+      "cluster_ctas must be the row's slices");
+  expect_violation(
+      p, [](ReducePlan& b) { b.threads_per_row = b.block_threads = 384; },
+      "no instantiated kernel");
+  expect_violation(
+      p,
+      [](ReducePlan& b) {  // two rows of 128 threads: the kernel's CTA is one slice of one row
+        b.threads_per_row = 128;
+        b.rows_per_cta = 2;
+      },
+      "one slice of one row");
+  expect_violation(
+      bf16_softmax(4096), [](ReducePlan& b) { b.smem_bytes = 32768; }, "only a cluster plan");
+  expect_violation(
+      bf16_softmax(kLoopedN), [](ReducePlan& b) { b.cluster_ctas = 2; }, "only a cluster plan");
+  // An op without a reduction, or a call that writes no row, has no cluster kernel.
+  const ReducePlan plan = [&] {
+    ReducePlan q = make_reduce_plan(p, hopper());
+    q.grid = 8 * 4;
+    return q;
+  }();
+  const ReduceProblem backward =
+      make_problem(ReduceOp::kCrossEntropyBackward, DType::kBFloat16, 65536, 8, kLayouts[0]);
+  EXPECT_NE(reduce_plan_violation(plan, backward).find("a reducing op that writes"),
+            std::string::npos);
+  const ReduceProblem loss_only =
+      make_problem(ReduceOp::kCrossEntropy, DType::kBFloat16, 65536, 8, kLayouts[0], false);
+  EXPECT_NE(reduce_plan_violation(plan, loss_only).find("a reducing op that writes"),
+            std::string::npos);
 }
 
 TEST(ReducePlanViolation, CpuPlanHasNoSchedule) {
