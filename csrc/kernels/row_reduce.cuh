@@ -260,23 +260,30 @@ __global__ void __launch_bounds__(kThreads) reduce_cluster_kernel(const ReducePa
   bool mine[kChunks];
 #pragma unroll
   for (int k = 0; k < kChunks; ++k) mine[k] = first + t + k * kThreads < p.chunks_per_row;
+  if constexpr (kVector) {
 #pragma unroll
-  for (int k = 0; k < kChunks; ++k) {
+    for (int k = 0; k < kChunks; ++k) {
 #pragma unroll
-    for (int s = 0; s < kStreams; ++s) {
-      if constexpr (kVector) {
+      for (int s = 0; s < kStreams; ++s) {
         device::async_copy16_if(
             mine[k], static_cast<uint32_t>(__cvta_generic_to_shared(&staged[slot(s, k)])),
             r.in[s] + col(k));
-      } else {
-        const typename Io::Held held = Io::load(mine[k], r.in[s], col(k), r.n);
-        if (mine[k]) staged[slot(s, k)] = device::bit_cast<uint4>(held);
       }
     }
-  }
-  if constexpr (kVector) {
     device::async_commit();
     device::async_wait<0>();  // this thread's copies: it alone reads them back
+  } else {
+    // Element by element, two chunks at a time: all of a thread's elements loaded at once held
+    // 64 values live and spilled at 512 threads (ptxas, a non-Hopper target of the release build).
+#pragma unroll 2
+    for (int k = 0; k < kChunks; ++k) {
+      const bool in_row = first + t + k * kThreads < p.chunks_per_row;
+#pragma unroll
+      for (int s = 0; s < kStreams; ++s) {
+        const typename Io::Held held = Io::load(in_row, r.in[s], col(k), r.n);
+        if (in_row) staged[slot(s, k)] = device::bit_cast<uint4>(held);
+      }
+    }
   }
   r.after_loads(rank == 0 && t == 0);
 
