@@ -220,8 +220,9 @@ __global__ void __launch_bounds__(kReduceMaxThreadsPerRow, 1)
 // cluster. Grid: rows x cluster_ctas CTAs of kThreads threads, one cluster of cluster_ctas CTAs
 // per row (a 1-D grid of clusters); CTA `rank` takes slice `rank`: chunks [rank * kSlice, ...),
 // thread t chunks t, t + kThreads, ... of it (kReduceClusterChunks at most). Every chunk of every
-// stream is staged in shared memory at once (cp.async for whole 16-byte chunks, else element-wise
-// loads stored there): kSlice * 16 bytes a stream in flight per CTA, with no registers held; then
+// stream is staged in shared memory: whole 16-byte chunks all at once by cp.async (kSlice * 16
+// bytes a stream in flight per CTA, with no registers held), other rows element by element, two
+// chunks a thread at a time, through registers; then
 // the thread folds its chunks, the CTA combines its threads (row_reduce), each CTA sends its value
 // to every CTA's slice_values[rank], one cluster barrier, and every CTA combines the slices' values
 // in slice order (the same combines, the same bits), and writes its own slice from shared memory.

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tqdm import tqdm
 
 import oink
 from oink.bench import __main__ as cli
@@ -171,9 +172,32 @@ def test_softmax_shapes_that_would_not_fit_the_gpu_are_left_out():
     assert (65536, 32768) in full and (65536, 32768) not in on_h100
     assert (65536, 8192) in on_h100 and (4096, 131072) in on_h100
     assert all(n * m * 2 <= h100 // cases.MEMORY_PER_X["softmax"] for n, m in on_h100)
-    # Suites without a memory share keep their shapes.
+    # Cross-entropy: the 15.7 GiB logits (V=128256, M=65536) ran out of memory on the H100.
     ce = cases.parts(["cross_entropy"], "cuda", False, "bf16")[0].shapes
-    assert cases.parts(["cross_entropy"], "cuda", False, "bf16", h100)[0].shapes == ce
+    ce_h100 = cases.parts(["cross_entropy"], "cuda", False, "bf16", h100)[0].shapes
+    assert (128256, 65536) in ce and (128256, 65536) not in ce_h100 and (256000, 16384) in ce_h100
+    assert cases.parts(["cross_entropy"], "cuda", False, "bf16", h200)[0].shapes == ce
+    # Suites without a memory share keep their shapes.
+    lce = cases.parts(["linear_cross_entropy"], "cuda", False, "bf16")[0].shapes
+    assert cases.parts(["linear_cross_entropy"], "cuda", False, "bf16", h100)[0].shapes == lce
+
+
+def test_a_shape_out_of_memory_is_recorded_and_the_run_goes_on(monkeypatch):
+    part = cases.Part("softmax", "fp32", [(64, 4), (96, 4)])
+    real = cases._measure_shape
+
+    def measure_shape(case, n, *args):
+        if n == 64:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 15.66 GiB")
+        return real(case, n, *args)
+
+    monkeypatch.setattr(cases, "_measure_shape", measure_shape)
+    have = {"oink": providers.oink_provider()}
+    with tqdm(disable=True) as progress:
+        records = cases.measure_part(part, have, "cpu", 0, 1.0, progress)
+    lost = [r for r in records if r["N"] == 64]
+    assert lost and all(r["status"] == "error" and "out of memory" in r["note"] for r in lost)
+    assert {r["status"] for r in records if r["N"] == 96} == {"ok"}
 
 
 def _inputs(case, n=96, m=40, variant="fp32-h24"):

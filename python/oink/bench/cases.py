@@ -35,8 +35,10 @@ SUITES = {  # name: (N list, M list)
 }
 MAX_BYTES = {"softmax": 4 << 30, "cross_entropy": 16 << 30}  # of x (the logits) per shape
 # The GPU memory a shape takes, in x's bytes: softmax's full float64 gate, the timed sets and every
-# provider's outputs (an H100's 79 GiB were full at x = 4 GiB: N=65536, M=32768, bf16).
-MEMORY_PER_X = {"softmax": 24}
+# provider's outputs (an H100's 79 GiB were full at x = 4 GiB: N=65536, M=32768, bf16). Cross-
+# entropy: PyTorch eager's float32 logits and their float32 and bf16 gradients beside the set (an
+# H100 ran out at x = 15.7 GiB: V=128256, M=65536).
+MEMORY_PER_X = {"softmax": 24, "cross_entropy": 6}
 QUICK_OF = {"softmax": ([4096, 65536], [32768]), "cross_entropy": ([32000, 128256], [4096]),
             "training_long": ([32768, 262144], [4096]),
             "linear_cross_entropy": ([128256], [4096])}  # fmt: skip
@@ -206,38 +208,53 @@ def measure_part(
     for case in part.cases:
         for n, m in part.shapes:
             progress.set_postfix_str(f"{part.suite} {part.variant} {case} N={n} M={m}")
-            params = make_params(case, n, part.variant, device, gen)
-            first = make_set(case, n, m, part.variant, device, gen)
-            gate_m = references.GATE_ROWS if case in references.LOSSES else m
-            pristine = [t[:gate_m].clone() for t in first]  # the gate's (in-place ops time on sets)
-            ref = references.reference(case, pristine, params)
-            set_bytes = sum(t.untyped_storage().nbytes() for t in first) * 2  # inputs, outputs
-            # On the CPU a few sets: its timings are for orientation, and building sets costs time.
-            max_sets = 4096 if device == "cuda" else 8
-            regimes = {"hbm": measure.rotation(set_bytes, l2_bytes, max_bytes, max_sets)}
-            if device == "cuda" and part.suite == "decode" and m <= L2_MAX_M:
-                regimes["l2"] = 4
-            sets = [first] + [
-                make_set(case, n, m, part.variant, device, gen)
-                for _ in range(max(regimes.values()) - 1)
-            ]
-            nbytes = model_bytes(case, n, m, part.variant)
-            # linear_cross_entropy: milliseconds a step, timed eagerly; its logits are rounded to
-            # x's dtype outside a fused op, so its outputs are gated at that precision.
-            lce = case == "linear_cross_entropy"
-            how = {"eager": lce, "floor": first[0].dtype if lce else torch.float32}
-            for name, provider in have.items():
-                base = {"suite": part.suite, "variant": part.variant, "op": case, "N": n, "M": m}
-                how["fall_back"] = not name.startswith("oink")  # oink's steps must be capturable
-                fn = provider.get(case)
-                rows = _measure(fn, pristine, sets, params, ref, regimes, device, **how)
-                for row in rows:
-                    if "median_us" in row:
-                        row["GBps"] = nbytes / (row["median_us"] * 1e3)
-                        row["pct_copy"] = 100 * row["GBps"] / copy_gbps
-                    records.append({**base, "provider": name, **row})
+            base = {"suite": part.suite, "variant": part.variant, "op": case, "N": n, "M": m}
+            try:
+                records += _measure_shape(case, n, m, part, have, device, l2_bytes, copy_gbps,
+                                          max_bytes, gen, base)  # fmt: skip
+            except torch.OutOfMemoryError as e:  # its sets: recorded, and the run goes on
+                note = providers.first_line(e, 120)
+                records += [{**base, "provider": p, "regime": "hbm", "status": "error",
+                             "note": note} for p in have]  # fmt: skip
+            # Cached blocks of this shape's sizes would not serve the next shape's: a larger
+            # set ran out of memory with 76 GiB of an H100 cached and free.
+            if device == "cuda":
+                torch.cuda.empty_cache()
             progress.update(1)
-            del sets, first, pristine, ref
+    return records
+
+
+def _measure_shape(case, n, m, part, have, device, l2_bytes, copy_gbps, max_bytes, gen, base):
+    """One shape's records: every provider on the same sets."""
+    records = []
+    params = make_params(case, n, part.variant, device, gen)
+    first = make_set(case, n, m, part.variant, device, gen)
+    gate_m = references.GATE_ROWS if case in references.LOSSES else m
+    pristine = [t[:gate_m].clone() for t in first]  # the gate's (in-place ops time on sets)
+    ref = references.reference(case, pristine, params)
+    set_bytes = sum(t.untyped_storage().nbytes() for t in first) * 2  # inputs, outputs
+    # On the CPU a few sets: its timings are for orientation, and building sets costs time.
+    max_sets = 4096 if device == "cuda" else 8
+    regimes = {"hbm": measure.rotation(set_bytes, l2_bytes, max_bytes, max_sets)}
+    if device == "cuda" and part.suite == "decode" and m <= L2_MAX_M:
+        regimes["l2"] = 4
+    sets = [first] + [
+        make_set(case, n, m, part.variant, device, gen) for _ in range(max(regimes.values()) - 1)
+    ]
+    nbytes = model_bytes(case, n, m, part.variant)
+    # linear_cross_entropy: milliseconds a step, timed eagerly; its logits are rounded to
+    # x's dtype outside a fused op, so its outputs are gated at that precision.
+    lce = case == "linear_cross_entropy"
+    how = {"eager": lce, "floor": first[0].dtype if lce else torch.float32}
+    for name, provider in have.items():
+        how["fall_back"] = not name.startswith("oink")  # oink's steps must be capturable
+        fn = provider.get(case)
+        rows = _measure(fn, pristine, sets, params, ref, regimes, device, **how)
+        for row in rows:
+            if "median_us" in row:
+                row["GBps"] = nbytes / (row["median_us"] * 1e3)
+                row["pct_copy"] = 100 * row["GBps"] / copy_gbps
+            records.append({**base, "provider": name, **row})
     return records
 
 
