@@ -2,6 +2,8 @@
 gradients of the hidden states, the weight and the bias for every reduction and option, over
 one chunk and many; determinism; the chunking rule as oink shows it; the errors."""
 
+import weakref
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -91,6 +93,29 @@ def test_chunks_and_runs_agree(device, gen):
     a = run(oink.linear_cross_entropy, hidden, weight, bias, target, upstream, chunk_rows=16)
     b = run(oink.linear_cross_entropy, hidden, weight, bias, target, upstream, chunk_rows=16)
     assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_one_chunk_of_logits_alive_at_a_time(monkeypatch, reduction, gen):
+    # The loss's peak memory is one chunk's logits: each chunk's are freed before the next
+    # chunk's are made, in the forward and in reduction='none''s backward (which remakes them).
+    from oink import _cross_entropy
+
+    alive, most = weakref.WeakSet(), []
+    made = _cross_entropy._chunk_logits
+
+    def chunk_logits(h, weight, bias):
+        logits = made(h, weight, bias)
+        alive.add(logits)
+        most.append(len(alive))
+        return logits
+
+    monkeypatch.setattr(_cross_entropy, "_chunk_logits", chunk_logits)
+    hidden, weight, bias, target = make(40, 8, 30, torch.float32, "cpu", gen)
+    h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+    loss = oink.linear_cross_entropy(h, w, target, bias, reduction=reduction, chunk_rows=8)
+    loss.sum().backward()
+    assert len(most) == (5 if reduction == "mean" else 10) and max(most) == 1
 
 
 def test_backward_runs_once(gen):
