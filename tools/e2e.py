@@ -78,10 +78,13 @@ def environment(a):
 
     import oink
 
-    liger = [d.version for d in metadata.distributions() if d.name == "liger-kernel"]
+    try:  # by the normalised name: Liger 0.8.5's metadata spells it liger_kernel
+        liger = metadata.version("liger-kernel")
+    except metadata.PackageNotFoundError:
+        liger = None
     gpu = torch.cuda.get_device_name() if a.device == "cuda" else platform.processor() or "cpu"
     versions = {"torch": torch.__version__, "transformers": transformers.__version__,
-                "oink": oink.__version__, "liger_kernel": (liger or [None])[0],
+                "oink": oink.__version__, "liger_kernel": liger,
                 "cuda": torch.version.cuda, "python": platform.python_version()}  # fmt: skip
     widths = "tiny widths (hidden 64, --quick)" if a.quick else "the models' widths"
     return {"gpu": gpu, "device": a.device, "versions": versions, "widths": widths}

@@ -81,3 +81,13 @@ def test_append_replaces_the_cells_it_measures_again(run, tmp_path):
     assert e2e.main(argv) == 0
     again = json.loads((tmp_path / "e2e.json").read_text())["records"]
     assert len(again) == len(doc["records"])
+
+
+def test_liger_version_found_under_its_metadata_spelling(tmp_path, monkeypatch):
+    # Liger 0.8.5's wheel names itself liger_kernel: the report still gives its version.
+    info = tmp_path / "liger_kernel-9.9.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: liger_kernel\nVersion: 9.9.1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = e2e.environment(e2e.parse(["--quick", "--device", "cpu", "--out", str(tmp_path)]))
+    assert env["versions"]["liger_kernel"] == "9.9.1"
