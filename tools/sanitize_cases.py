@@ -45,8 +45,9 @@ LARGE_N = [64, 1024, 4096, 6144, 16384, 65536]
 # row prefetched (1000 element-wise, 4096), four chunks (12000, 16384; float32 8192), element-wise
 # rows of 2 chunks and long unaligned rows copied into aligned ones (padded cases); M = 70: nine
 # weight-gradient blocks of 8 rows, the last one short (6 rows). Past one slice a cluster per
-# block (float32: half of N): 3 slices, the last one short (40000), and 16 (262144).
-BACKWARD_N = [7, 64, 1000, 4096, 8192, 12000, 16384, 40000, 262144]
+# block (float32: half of N): 3 slices, the last one short (40000), and 16 (262144). Looped: N not
+# whole chunks past 2 chunks a thread (20001), and past the cluster (300000; padded: element-wise).
+BACKWARD_N = [7, 64, 1000, 4096, 8192, 12000, 16384, 20001, 40000, 262144, 300000]
 # layernorm: rows shorter than a warp, 1 and 2 chunks a lane, element-wise rows (1001), the
 # longest rows of one slice; the tile at 2048 rows of 2048 (one warp a row) and of 4096. Past one
 # slice the cluster, forward and backward (float32: half of N): 3 slices, the last one short

@@ -65,47 +65,41 @@ bool backward_wants_dense_rows(const NormBackwardProblem& bp) {
          !backward_vector_io(bp) && p.cols % chunk_elems_of(bp) == 0;
 }
 
-std::optional<std::string> backward_unsupported(const NormBackwardProblem& bp) {
+bool backward_looped(const NormBackwardProblem& bp) {
   const NormProblem& p = bp.rows;
-  if (p.x_dtype == DType::kFloat64) return std::string("float64 rows run on the CPU only");
-  if (slices_for(p.cols, p.x_dtype) > kBackwardMaxClusterSlices) {
-    const int64_t limit = slice_elems(kBackwardMaxClusterSlices, p.x_dtype);
-    return "rows of N=" + std::to_string(p.cols) +
-           " elements: the CUDA backward kernel takes N <= " + std::to_string(limit) + " for " +
-           dtype_name(p.x_dtype) + " rows (a cluster of at most " +
-           std::to_string(kBackwardMaxClusterSlices) + " CTAs, one slice each)";
-  }
-  if (backward_chunks_per_thread(p.cols, p.x_dtype) > kBackwardElementwiseMaxChunks &&
-      !backward_vector_io(bp)) {
-    return "rows of N=" + std::to_string(p.cols) + " elements that are not 16-byte aligned: the " +
-           "CUDA backward kernel takes such rows up to N=" +
-           std::to_string(kBackwardElementwiseMaxChunks * kBackwardMaxThreads *
-                          chunk_elems_of(bp)) +
-           ", and longer ones when N is a multiple of " + std::to_string(chunk_elems_of(bp)) +
-           " (then it copies x and dy into aligned tensors)";
-  }
+  if (p.x_dtype == DType::kFloat64) return false;
+  return slices_for(p.cols, p.x_dtype) > kBackwardMaxClusterSlices ||
+         (backward_chunks_per_thread(p.cols, p.x_dtype) > kBackwardElementwiseMaxChunks &&
+          !backward_vector_io(bp));
+}
+
+std::optional<std::string> backward_unsupported(const NormBackwardProblem& bp) {
+  if (bp.rows.x_dtype == DType::kFloat64) return std::string("float64 rows run on the CPU only");
   return std::nullopt;
 }
 
 std::optional<std::string> backward_unsupported_on(const NormBackwardProblem& bp,
                                                    const DeviceInfo& device) {
   if (auto why = backward_unsupported(bp)) return why;
-  if (slices_for(bp.rows.cols, bp.rows.x_dtype) > 1 && device.cc_major < 9) {
-    const int64_t limit = slice_elems(1, bp.rows.x_dtype);
+  const bool cluster = slices_for(bp.rows.cols, bp.rows.x_dtype) > 1 && !backward_looped(bp);
+  // The row lengths that run without a cluster: one slice, or more than a cluster holds.
+  const std::string reach =
+      "N <= " + std::to_string(slice_elems(1, bp.rows.x_dtype)) + " or N > " +
+      std::to_string(slice_elems(kBackwardMaxClusterSlices, bp.rows.x_dtype)) + " for " +
+      dtype_name(bp.rows.x_dtype) + " rows";
+  if (cluster && device.cc_major < 9) {
     return "rows of N=" + std::to_string(bp.rows.cols) + " elements: on compute capability " +
            std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor) +
-           " the CUDA backward kernel takes N <= " + std::to_string(limit) + " for " +
-           dtype_name(bp.rows.x_dtype) + " rows (longer ones need thread block clusters, 9.0+)";
+           " the CUDA backward kernel takes " + reach +
+           " (rows between run in thread block clusters, 9.0+)";
   }
   constexpr int kClusterCtaSmem = kBackwardClusterSmemBytes + kBackwardClusterStaticSmemBytes;
-  if (slices_for(bp.rows.cols, bp.rows.x_dtype) > 1 &&
-      device.max_smem_per_block < kClusterCtaSmem) {
-    const int64_t limit = slice_elems(1, bp.rows.x_dtype);
+  if (cluster && device.max_smem_per_block < kClusterCtaSmem) {
     return "rows of N=" + std::to_string(bp.rows.cols) + " elements: with " +
            std::to_string(device.max_smem_per_block) +
-           " bytes of shared memory per block the CUDA backward kernel takes N <= " +
-           std::to_string(limit) + " for " + dtype_name(bp.rows.x_dtype) + " rows (longer ones " +
-           "stage two rows in " + std::to_string(kClusterCtaSmem) + " bytes per CTA)";
+           " bytes of shared memory per block the CUDA backward kernel takes " + reach +
+           " (rows between stage two rows in " + std::to_string(kClusterCtaSmem) +
+           " bytes per CTA)";
   }
   return std::nullopt;
 }
@@ -120,9 +114,18 @@ BackwardPlan make_backward_plan(const NormBackwardProblem& bp) {
   plan.chunks_per_thread = backward_chunks_per_thread(p.cols, p.x_dtype);
   plan.block_threads = backward_block_threads(p.cols, p.x_dtype);
   plan.slices = slices_for(p.cols, p.x_dtype);
-  plan.cluster_ctas = plan.slices > 1 ? plan.slices : 0;
-  plan.smem_bytes = plan.slices > 1 ? kBackwardClusterSmemBytes : 0;
-  plan.prefetch_next_row = plan.vector_io && plan.chunks_per_thread <= kBackwardPrefetchMaxChunks;
+  plan.looped = backward_looped(bp);
+  const bool cluster = plan.slices > 1 && !plan.looped;
+  plan.cluster_ctas = cluster ? plan.slices : 0;
+  plan.smem_bytes = cluster ? kBackwardClusterSmemBytes : 0;
+  plan.prefetch_next_row =
+      !plan.looped && plan.vector_io && plan.chunks_per_thread <= kBackwardPrefetchMaxChunks;
+  if (plan.looped) {
+    plan.block_threads = kBackwardMaxThreads;
+    plan.column_tiles = ceil_div(plan.chunks_per_row, int64_t{kLoopedColumnThreads});
+    plan.row_sums_bytes =
+        backward_row_sums_bytes(p.op == NormOp::kLayerNorm, p.x_dtype == DType::kFloat32);
+  }
   const WeightGradBlocks blocks = weight_grad_blocks_for(p.rows, p.cols, p.x_dtype);
   plan.block_rows = blocks.block_rows;
   plan.blocks = blocks.blocks;
@@ -137,7 +140,8 @@ int backward_kernel_entry(const BackwardPlan& plan) {
   for (int i = 0; i < static_cast<int>(kBackwardKernels.size()); ++i) {
     const BackwardKernel& k = kBackwardKernels[i];
     if (k.vector_io == plan.vector_io && k.chunks_per_thread == plan.chunks_per_thread &&
-        k.prefetch_next_row == plan.prefetch_next_row && k.cluster == (plan.cluster_ctas > 0)) {
+        k.prefetch_next_row == plan.prefetch_next_row && k.cluster == (plan.cluster_ctas > 0) &&
+        k.looped == plan.looped) {
       return i;
     }
   }
@@ -163,7 +167,24 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
   if (plan.slices != slices_for(p.cols, p.x_dtype)) {
     return "slices must be slices_for(N, dtype) (batch invariance of dx)";
   }
-  if (plan.slices > 1) {
+  if (plan.looped != backward_looped(bp)) {
+    return "looped must be backward_looped(problem): rows past the cluster's or the element-wise "
+           "kernel's reach";
+  }
+  if (plan.looped) {
+    // Two kernels, no cluster, no shared memory staging: the row sums on 512 lanes, then a thread
+    // per column chunk (kernels/norm_backward_looped.cuh).
+    if (plan.cluster_ctas != 0 || plan.prefetch_next_row ||
+        plan.block_threads != kBackwardMaxThreads ||
+        plan.column_tiles != ceil_div(plan.chunks_per_row, int64_t{kLoopedColumnThreads}) ||
+        plan.row_sums_bytes !=
+            backward_row_sums_bytes(p.op == NormOp::kLayerNorm, p.x_dtype == DType::kFloat32)) {
+      return "a looped plan runs kBackwardMaxThreads threads without a cluster or prefetch, "
+             "column_tiles covering the row's chunks and row_sums_bytes of the op's sums";
+    }
+  } else if (plan.column_tiles != 0 || plan.row_sums_bytes != 0) {
+    return "column_tiles and row_sums_bytes are the looped plan's";
+  } else if (plan.slices > 1) {
     // A CTA's lanes and chunks are one slice exactly: the kernel finds slice s at s * kSliceChunks.
     if (c * plan.threads_per_row != kSliceChunks || !plan.vector_io ||
         plan.cluster_ctas != plan.slices || plan.slices > kBackwardMaxClusterSlices) {
@@ -180,14 +201,14 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
     return "layernorm's backward kernel takes a float32 weight (the binding widens it)";
   }
   if (p.has_bias && p.op != NormOp::kLayerNorm) return "only layernorm has a bias";
-  if (plan.block_threads != std::max(plan.threads_per_row, 32) ||
+  if ((!plan.looped && plan.block_threads != std::max(plan.threads_per_row, 32)) ||
       plan.block_threads > kBackwardMaxThreads) {
     return "block_threads must be max(threads_per_row, 32): one row at a time, whole warps";
   }
   // Every entry is instantiated for LayerNorm's gradient too (tests/cpp/test_kernel_table.cpp).
   if (backward_kernel_entry(plan) < 0) {
     return "no instantiated backward kernel (core/kernel_table.h) has the plan's vector_io, "
-           "chunks_per_thread, prefetch_next_row and cluster";
+           "chunks_per_thread, prefetch_next_row, cluster and looped";
   }
   // The CPU kernels take these blocks too: a function of M, N and the dtype, never the device's.
   const WeightGradBlocks blocks = weight_grad_blocks_for(p.rows, p.cols, p.x_dtype);
@@ -208,6 +229,14 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
 int64_t backward_partials_bytes(const BackwardPlan& plan, const NormBackwardProblem& bp) {
   const int64_t sets = int64_t{bp.rows.has_weight} + int64_t{bp.rows.has_bias};
   return sets * plan.blocks * bp.rows.cols * plan.partial_bytes;
+}
+
+int64_t backward_row_sums_offset(const BackwardPlan& plan, const NormBackwardProblem& bp) {
+  return ceil_div(backward_partials_bytes(plan, bp), int64_t{16}) * 16;
+}
+
+int64_t backward_row_sums_total_bytes(const BackwardPlan& plan, const NormBackwardProblem& bp) {
+  return plan.looped ? bp.rows.rows * plan.row_sums_bytes : 0;
 }
 
 }  // namespace oink

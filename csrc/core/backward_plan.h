@@ -109,6 +109,25 @@ inline constexpr int kBackwardClusterSmemBytes =
     2 * 2 * kBackwardMaxChunksPerThread * kBackwardMaxThreads * 16;
 inline constexpr int kBackwardClusterStaticSmemBytes = 2 * (32 + kBackwardMaxClusterSlices) * 16;
 
+// Rows a cluster does not hold (more than kBackwardMaxClusterSlices slices), and rows that are not
+// 16-byte aligned past what the element-wise row kernel holds (more than
+// kBackwardElementwiseMaxChunks chunks a thread) and have no aligned copy (N not whole chunks):
+// the looped backward (kernels/norm_backward_looped.cuh), two kernels on any device. The first
+// folds each row's sums on a CTA of kBackwardMaxThreads lanes (chunk c on lane c % 512) into
+// [M] row sums; the second, a thread per column chunk and weight-gradient block, reads them and
+// writes dx and the block's partials. x and dy are read twice: 5 passes over the row bytes where
+// the one-pass kernels make 3.
+bool backward_looped(const NormBackwardProblem& problem);
+
+// Bytes of one row's sums in the looped backward: RMSNorm's sum(g * x), LayerNorm's pair, each
+// in the accumulation type (float, double for float32 rows). The kernel static_asserts its type.
+constexpr int backward_row_sums_bytes(bool layernorm, bool float32_rows) {
+  return (float32_rows ? 8 : 4) * (layernorm ? 2 : 1);
+}
+// The columns kernel's CTA: 256 threads, so up to 255 registers a thread (at 512, 128, LayerNorm's
+// element-wise half rows with a float32 weight spilled 4 bytes, ptxas sm_90a).
+inline constexpr int kLoopedColumnThreads = 256;
+
 // The backward on CUDA (kernels/norm_backward.cuh): one CTA per weight-gradient block (a cluster
 // of one CTA per slice for long rows), which walks its rows in order, a whole row at a time (the
 // forward's reduction lanes, one chunk or two per thread; a slice's 512 lanes of 4 chunks), keeps
@@ -133,6 +152,11 @@ struct BackwardPlan {
   int partial_bytes = 4;     // a partial's type: float, or double for float32 rows (as the forward)
   int reduce_threads = 256;  // the partials' reduction: one thread per column
   int64_t reduce_grid = 0;
+  // backward_looped(problem): the row sums' kernel (a CTA of kBackwardMaxThreads per row), then
+  // the columns' (grid column_tiles x blocks of kLoopedColumnThreads threads, a chunk each).
+  bool looped = false;
+  int64_t column_tiles = 0;  // looped: ceil(chunks_per_row / kLoopedColumnThreads), else 0
+  int row_sums_bytes = 0;    // looped: backward_row_sums_bytes(op, dtype), else 0
 };
 
 // Whether x, dy, dx and the weight can move as 16-byte chunks (every row aligned, N whole chunks).
@@ -144,15 +168,13 @@ bool backward_vector_io(const NormBackwardProblem& problem);
 // that layout) instead of refusing the call.
 bool backward_wants_dense_rows(const NormBackwardProblem& problem);
 
-// Why the CUDA kernel cannot take this problem (a sentence for the user), or nothing. Rows of
-// more than kBackwardMaxClusterSlices slices; unaligned rows longer than the element-wise kernel
-// holds, of an N that is not whole 16-byte chunks (dense copies would not be aligned either);
-// float64 runs on the CPU only.
+// Why the CUDA kernel cannot take this problem (a sentence for the user), or nothing: float64
+// runs on the CPU only; every other row length and layout has a kernel.
 std::optional<std::string> backward_unsupported(const NormBackwardProblem& problem);
 
-// The same on `device`: rows of more than one slice also need thread block clusters (compute
-// capability 9.0 and up) and kBackwardClusterSmemBytes + kBackwardClusterStaticSmemBytes of
-// shared memory per CTA.
+// The same on `device`: rows of 2 to kBackwardMaxClusterSlices slices (the cluster's) also need
+// thread block clusters (compute capability 9.0 and up) and kBackwardClusterSmemBytes +
+// kBackwardClusterStaticSmemBytes of shared memory per CTA.
 std::optional<std::string> backward_unsupported_on(const NormBackwardProblem& problem,
                                                    const DeviceInfo& device);
 
@@ -167,5 +189,10 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
 // Bytes of the partials the plan's kernels exchange: [blocks][N] partials for the weight and for
 // the bias, each where there is one (the weight's first).
 int64_t backward_partials_bytes(const BackwardPlan& plan, const NormBackwardProblem& problem);
+
+// The looped plan's [M] row sums follow the partials in the same scratch buffer, at this offset
+// (16-byte aligned: a row's sums are up to a pair of doubles); their bytes; 0 when not looped.
+int64_t backward_row_sums_offset(const BackwardPlan& plan, const NormBackwardProblem& problem);
+int64_t backward_row_sums_total_bytes(const BackwardPlan& plan, const NormBackwardProblem& problem);
 
 }  // namespace oink

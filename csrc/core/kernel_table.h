@@ -142,19 +142,24 @@ struct BackwardKernel {
   int chunks_per_thread;  // the kernel's kChunks
   bool prefetch_next_row;
   bool cluster;        // a cluster of CTAs per weight-gradient block, one per slice of a long row
+  bool looped;         // the looped pair (kernels/norm_backward_looped.cuh), not the row kernel
   bool for_layernorm;  // instantiated for LayerNorm's gradient too, not RMSNorm's alone
 };
 
 // Vector I/O prefetches the next row at 1 or 2 chunks a thread and reloads the weight from L1 at
 // 4; element-wise rows take 1 or 2 chunks (more spilled). Long rows: vector I/O, 4 chunks, a
 // cluster, with the rows staged in shared memory (so LayerNorm's bias partials fit beside the
-// weight's: no spill, ptxas, sm_90a).
-inline constexpr std::array<BackwardKernel, 6> kBackwardKernels = {{{true, 1, true, false, true},
-                                                                    {true, 2, true, false, true},
-                                                                    {true, 4, false, false, true},
-                                                                    {false, 1, false, false, true},
-                                                                    {false, 2, false, false, true},
-                                                                    {true, 4, false, true, true}}};
+// weight's: no spill, ptxas, sm_90a). Past the cluster and the element-wise kernel: the looped
+// pair, both I/O kinds (its chunks_per_thread is the plan's, 4: it names no register layout).
+inline constexpr std::array<BackwardKernel, 8> kBackwardKernels = {
+    {{true, 1, true, false, false, true},
+     {true, 2, true, false, false, true},
+     {true, 4, false, false, false, true},
+     {false, 1, false, false, false, true},
+     {false, 2, false, false, false, true},
+     {true, 4, false, true, false, true},
+     {true, 4, false, false, true, true},
+     {false, 4, false, false, true, true}}};
 
 // The entry a backward plan launches (its index in kBackwardKernels), or -1.
 int backward_kernel_entry(const BackwardPlan& plan);

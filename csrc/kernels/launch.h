@@ -36,13 +36,16 @@ struct BackwardArgs {
   // backward_partials_bytes(plan, problem) of scratch: the weight's partials, then the bias's.
   void* partials = nullptr;
   void* bias_partials = nullptr;
+  // The looped plan's [M] row sums, at backward_row_sums_offset in the same scratch; else null.
+  void* row_sums = nullptr;
   void* dweight = nullptr;  // [N] of dweight_dtype (the weight's), or nullptr without a weight
   void* dbias = nullptr;    // [N] of dbias_dtype (the bias's), layernorm with a bias only
   DType dweight_dtype = DType::kBFloat16;
   DType dbias_dtype = DType::kBFloat16;
 };
 
-// Launches the backward's kernels (the rows, then the weight's and the bias's partials) on
+// Launches the backward's kernels (the rows, or the looped pair, then the weight's and the bias's
+// partials) on
 // `stream`. Returns the first launch error; never synchronises.
 cudaError_t launch_norm_backward(const BackwardPlan& plan, const NormBackwardProblem& problem,
                                  const BackwardArgs& args, cudaStream_t stream);

@@ -1,6 +1,7 @@
 // rmsnorm_backward and layernorm_backward on CUDA: the plan's row kernel (its gradient policy by
-// the problem's op), then the parameter gradients' ordered reductions
-// (kernels/norm_backward.cuh). No PDL: a training step's kernels are long next to their launch.
+// the problem's op), or the looped pair, then the parameter gradients' ordered reductions
+// (kernels/norm_backward.cuh, norm_backward_looped.cuh). No PDL: a training step's kernels are
+// long next to their launch.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -11,6 +12,7 @@
 #include "kernels/launch.h"
 #include "kernels/launch_kernel.cuh"
 #include "kernels/norm_backward.cuh"
+#include "kernels/norm_backward_looped.cuh"
 
 namespace oink {
 namespace {
@@ -38,6 +40,7 @@ BackwardParams backward_params(const BackwardPlan& plan, const NormBackwardProbl
   params.dx_strides = bp.dx_strides;
   params.mean = args.mean;
   params.bias_partials = p.has_bias ? args.bias_partials : nullptr;
+  params.row_sums = args.row_sums;
   return params;
 }
 
@@ -84,10 +87,26 @@ cudaError_t launch_typed(const BackwardPlan& plan, const NormBackwardProblem& bp
   const int entry = backward_kernel_entry(plan);
   cudaError_t err = cudaErrorInvalidConfiguration;
   constexpr bool kLayerNorm = std::is_same_v<GradOf<float>, LayerNormGrad<float>>;
+  using Acc = device::RowAcc<T>;
+  static_assert(sizeof(typename GradOf<Acc>::Combine::Value) ==
+                    backward_row_sums_bytes(kLayerNorm, std::is_same_v<T, float>),
+                "the looped plan's row_sums_bytes (core/backward_plan.h)");
   const auto launch_entry = [&](auto index) {
     constexpr BackwardKernel k = kBackwardKernels[decltype(index)::value];
     constexpr bool kInstantiated = k.for_layernorm || !kLayerNorm;
-    if constexpr (kInstantiated) {
+    if constexpr (kInstantiated && k.looped) {
+      if (entry != decltype(index)::value) return;
+      // The rows' sums (a CTA a row), then dx and the partials (a thread a chunk and block).
+      err = launch_kernel(norm_backward_row_sums_kernel<GradOf, T, W, k.vector_io>,
+                          dim3(static_cast<unsigned>(bp.rows.rows)), dim3(kBackwardMaxThreads), 0,
+                          false, stream, params);
+      if (err == cudaSuccess) {
+        err = launch_kernel(
+            norm_backward_columns_kernel<GradOf, T, W, k.vector_io>,
+            dim3(static_cast<unsigned>(plan.column_tiles), static_cast<unsigned>(plan.blocks)),
+            dim3(kLoopedColumnThreads), 0, false, stream, params);
+      }
+    } else if constexpr (kInstantiated) {
       if (entry != decltype(index)::value) return;
       constexpr auto kernel = norm_backward_kernel<GradOf, T, W, k.vector_io, k.chunks_per_thread,
                                                    k.prefetch_next_row, k.cluster>;
@@ -106,7 +125,6 @@ cudaError_t launch_typed(const BackwardPlan& plan, const NormBackwardProblem& bp
     }
   };
   for_each_entry(launch_entry, std::make_index_sequence<kBackwardKernels.size()>{});
-  using Acc = device::RowAcc<T>;
   if (err == cudaSuccess && args.weight != nullptr) {
     err = launch_partials_reduce<Acc>(plan, bp, args.partials, args.dweight_dtype, args.dweight,
                                       stream);

@@ -73,7 +73,22 @@ struct BackwardParams {
   // LayerNorm only (after the fields RMSNorm reads, so that none of those moves):
   const float* mean;    // [M], logical row order
   void* bias_partials;  // [blocks][N] of Acc, or nullptr without a bias
+  // The looped plan's [M] row sums (GradOf<Acc>::Combine::Value), logical row order.
+  void* row_sums;
 };
+
+// A chunk of the weight at column `col` (bounds-checked unless kVector), or ones without one.
+template <bool kVector, typename W, int kElems>
+__device__ __forceinline__ device::Vec<W, kElems> weight_chunk_at(const W* weight, int64_t col,
+                                                                  int64_t n) {
+  if (weight == nullptr) {
+    device::Vec<W, kElems> ones;
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) ones.v[e] = device::from_float<W>(1.f);
+    return ones;
+  }
+  return device::load_chunk<kVector, W, kElems>(weight, col, n);
+}
 
 // One rounding from the accumulation type to an element type.
 template <typename W>
@@ -239,17 +254,10 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
     }
   }
   auto weight_chunk = [&](int i) -> WVec {
-    if (weight == nullptr) {
-      WVec ones;
-#pragma unroll
-      for (int e = 0; e < kElems; ++e) ones.v[e] = device::from_float<W>(1.f);
-      return ones;
-    }
     if constexpr (kHoldsWeight) {
-      return device::unpack<WVec>(held_w[i]);
-    } else {
-      return device::load_chunk<kVector, W, kElems>(weight, col[i], n);
+      if (weight != nullptr) return device::unpack<WVec>(held_w[i]);
     }
+    return weight_chunk_at<kVector, W, kElems>(weight, col[i], n);
   };
 
   const bool weight_grad = p.partials != nullptr;

@@ -66,8 +66,13 @@ BackwardGrads norm_backward_cuda(const char* op, Tensor dy, Tensor x, std::optio
   }
   const BackwardPlan plan = make_backward_plan(bp);
   std::optional<Tensor> dweight, dbias;
+  // One scratch buffer: the partials, then (looped plan) the rows' sums.
   std::optional<Tensor> partials;
-  if (const int64_t bytes = backward_partials_bytes(plan, bp); bytes > 0) {
+  const int64_t row_sums_bytes = backward_row_sums_total_bytes(plan, bp);
+  const int64_t row_sums_offset = backward_row_sums_offset(plan, bp);
+  if (const int64_t bytes =
+          row_sums_bytes > 0 ? row_sums_offset + row_sums_bytes : backward_partials_bytes(plan, bp);
+      bytes > 0) {
     const int64_t stride = 1;
     partials = empty_on(x, aoti_torch_dtype_uint8(), 1, &bytes, &stride);
   }
@@ -80,6 +85,7 @@ BackwardGrads norm_backward_cuda(const char* op, Tensor dy, Tensor x, std::optio
   args.mean = mean != nullptr ? static_cast<const float*>(mean->data_ptr()) : nullptr;
   args.dx = written.data_ptr();
   auto* scratch = partials ? static_cast<char*>(partials->data_ptr()) : nullptr;
+  if (row_sums_bytes > 0) args.row_sums = scratch + row_sums_offset;
   if (weight_like) {
     dweight = empty_strided_like(*weight_like, weight_like->sizes().data(),
                                  weight_like->strides().data());

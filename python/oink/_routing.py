@@ -24,9 +24,8 @@ A call is routed when all of these hold, and passed to PyTorch otherwise (never 
 * CUDA limits: layer_norm N <= 16384 (float32: 8192), and past that (a thread block cluster:
   compute capability 9.0 and up) rows of 16-byte vectors (N whole chunks, x 16-byte aligned, its
   row strides whole chunks, a float32 weight and bias 16-byte aligned) up to N = 524288 (float32:
-  262144); when a gradient is needed (grad mode on and an input requires grad) both N <= 262144
-  (float32: 131072; below compute capability 9.0, 16384 and 8192), and rows longer than 8192
-  (float32: 4096) must be whole 16-byte chunks;
+  262144); when a gradient is needed (grad mode on and an input requires grad) on compute
+  capability below 9.0 the backward takes N <= 16384 or N > 262144 (float32: 8192, 131072);
 * no autocast on x's device unless every tensor is float32 (autocast's policy for norms may cast
   16-bit inputs to float32 there), no forward-mode AD level and no torch.func transform active.
 
@@ -162,15 +161,17 @@ class _Route(TorchFunctionMode):
         return True
 
     @staticmethod
-    def _cuda_rows(x, n, grad: bool, slices: int = 1) -> bool:
-        """oink's CUDA row limits: `slices` slices of 16384 16-bit (8192 float32) elements; the
-        backward's unaligned rows up to half a slice unless N is whole 16-byte chunks."""
-        wide = x.dtype == torch.float32
-        if n > slices * (8192 if wide else 16384):
-            return False
-        if grad and n > (4096 if wide else 8192) and n % (4 if wide else 8) != 0:
-            return False
-        return True
+    def _slice_elems(x) -> int:
+        """A slice of a row: 16384 16-bit or 8192 float32 elements."""
+        return 8192 if x.dtype == torch.float32 else 16384
+
+    @classmethod
+    def _cuda_backward_rows(cls, x) -> bool:
+        """The CUDA backward takes any N on compute capability 9.0 and up; below, rows of one
+        slice or of more than 16 (those between run in a thread block cluster)."""
+        if torch.cuda.get_device_capability(x.device)[0] >= 9:
+            return True
+        return x.shape[-1] <= cls._slice_elems(x) or x.shape[-1] > 16 * cls._slice_elems(x)
 
     @staticmethod
     def _needs_grad(tensors) -> bool:
@@ -185,10 +186,7 @@ class _Route(TorchFunctionMode):
         elif x.dtype not in _FLOATS or (weight is not None and weight.dtype not in _FLOATS):
             return False
         if x.device.type == "cuda" and self._needs_grad((x, weight)):
-            # The backward's long rows run in a thread block cluster, one CTA a slice (16 at
-            # most): compute capability 9.0 and up.
-            clusters = torch.cuda.get_device_capability(x.device)[0] >= 9
-            return self._cuda_rows(x, x.shape[-1], True, 16 if clusters else 1)
+            return self._cuda_backward_rows(x)
         return True
 
     def _takes_ln(self, x, shape, weight, bias) -> bool:
@@ -202,16 +200,14 @@ class _Route(TorchFunctionMode):
         if dtypes and dtypes != {x.dtype} and not mixed:
             return False
         if x.device.type == "cuda":
-            n, grad = x.shape[-1], self._needs_grad((x, weight, bias))
-            if n <= (8192 if x.dtype == torch.float32 else 16384):
-                return self._cuda_rows(x, n, grad)
-            # Longer rows run in a thread block cluster (compute capability 9.0 and up), one CTA
-            # or two a slice (32 slices at most; the backward's: 16), as 16-byte vectors.
+            if x.shape[-1] <= self._slice_elems(x):
+                return True
+            # Longer rows run in a thread block cluster (compute capability 9.0 and up, where
+            # the backward takes any N), one CTA or two a slice (32 slices at most), as 16-byte
+            # vectors.
             if torch.cuda.get_device_capability(x.device)[0] < 9:
                 return False
-            if not self._vector_rows(x, (weight, bias)):
-                return False
-            return self._cuda_rows(x, n, grad, 16 if grad else 32)
+            return self._vector_rows(x, (weight, bias)) and x.shape[-1] <= 32 * self._slice_elems(x)
         return True
 
     @staticmethod

@@ -169,19 +169,16 @@ TEST(MakeBackwardPlan, VectorIoExactlyWhenEveryStreamIsAligned) {
 }
 
 TEST(BackwardUnsupported, NamesTheLimit) {
-  // Up to 16 slices, a cluster CTA each: 16-bit N <= 262144, float32 N <= 131072.
+  // Every N: up to 16 slices a cluster CTA each (16-bit N <= 262144, float32 N <= 131072), past
+  // that the looped pair. Only float64 stays on the CPU.
   EXPECT_FALSE(backward_unsupported(backward(DType::kBFloat16, 16392, 4)));
   EXPECT_FALSE(backward_unsupported(backward(DType::kBFloat16, 262144, 4)));
-  const auto long_row = backward_unsupported(backward(DType::kBFloat16, 262152, 4));
-  ASSERT_TRUE(long_row);
-  EXPECT_NE(long_row->find("N=262152"), std::string::npos) << *long_row;
-  EXPECT_NE(long_row->find("N <= 262144"), std::string::npos) << *long_row;
-  EXPECT_FALSE(backward_unsupported(backward(DType::kFloat32, 131072, 4)));
-  const auto long_float = backward_unsupported(backward(DType::kFloat32, 131076, 4));
-  ASSERT_TRUE(long_float);
-  EXPECT_NE(long_float->find("N <= 131072"), std::string::npos) << *long_float;
-  EXPECT_TRUE(backward_unsupported(backward(DType::kFloat64, 64, 4)));
-  // Clusters need compute capability 9.0: below it, rows of one slice.
+  EXPECT_FALSE(backward_unsupported(backward(DType::kBFloat16, 262152, 4)));
+  EXPECT_FALSE(backward_unsupported(backward(DType::kFloat32, 131076, 4)));
+  const auto wide = backward_unsupported(backward(DType::kFloat64, 64, 4));
+  ASSERT_TRUE(wide);
+  EXPECT_NE(wide->find("CPU only"), std::string::npos) << *wide;
+  // Clusters need compute capability 9.0: below it, rows of one slice or past 16.
   DeviceInfo ampere;
   ampere.cc_major = 8;
   DeviceInfo hopper;
@@ -190,10 +187,15 @@ TEST(BackwardUnsupported, NamesTheLimit) {
   EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 16384, 4), ampere));
   const auto no_cluster = backward_unsupported_on(backward(DType::kBFloat16, 16392, 4), ampere);
   ASSERT_TRUE(no_cluster);
-  EXPECT_NE(no_cluster->find("N <= 16384"), std::string::npos) << *no_cluster;
+  EXPECT_NE(no_cluster->find("N <= 16384 or N > 262144"), std::string::npos) << *no_cluster;
   EXPECT_NE(no_cluster->find("compute capability 8.0"), std::string::npos) << *no_cluster;
+  EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 262152, 4), ampere));
   EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 16392, 4), hopper));
-  EXPECT_TRUE(backward_unsupported_on(backward(DType::kBFloat16, 262152, 4), hopper));
+  EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 262152, 4), hopper));
+  // Unaligned rows of a few slices, N not whole chunks: looped, no cluster, so on 8.0 too.
+  NormBackwardProblem odd = backward(DType::kBFloat16, 20001, 4);
+  EXPECT_TRUE(backward_looped(odd));
+  EXPECT_FALSE(backward_unsupported_on(odd, ampere));
   // A cluster CTA stages two rows' slices: a device with less shared memory per CTA (sm_120's
   // 99 KiB) takes rows of one slice only.
   DeviceInfo small_smem = hopper;
@@ -237,18 +239,19 @@ TEST(MakeBackwardPlan, LongRowsRunAClusterOfOneCtaPerSlice) {
   EXPECT_EQ(weight_grad_blocks(4096, 512, 16), 8);  // 8 clusters of 16 CTAs: 512 rows each
   EXPECT_EQ(weight_grad_blocks(4096, 512, 2), 64);
   EXPECT_EQ(weight_grad_blocks(4096, 512, 3), 42);
-  // Unaligned long rows are copied into dense tensors when N is whole chunks; else refused.
+  // Unaligned long rows are copied into dense tensors when N is whole chunks; else looped.
   NormBackwardProblem unaligned = backward(DType::kBFloat16, 32768, 4);
   unaligned.dy_align = 2;
   EXPECT_TRUE(backward_wants_dense_rows(unaligned));
-  EXPECT_TRUE(backward_unsupported(unaligned));  // as it stands, before the copy
+  EXPECT_TRUE(backward_looped(unaligned));  // as it stands, before the copy
   NormBackwardProblem odd = backward(DType::kBFloat16, 32767, 4);
   EXPECT_FALSE(backward_wants_dense_rows(odd));
-  EXPECT_TRUE(backward_unsupported(odd));
+  EXPECT_TRUE(backward_looped(odd));
+  EXPECT_FALSE(backward_unsupported(odd));
 }
 
 // Unaligned rows take the element-wise kernel, up to 2 chunks a thread (16-bit N <= 8192); longer
-// ones are copied into dense, aligned tensors when N is whole chunks, and refused otherwise.
+// ones are copied into dense, aligned tensors when N is whole chunks, and looped otherwise.
 // layernorm_backward: a float32 weight (widened by the binding) and a bias, whose partials
 // follow the weight's; RMSNorm's rows (one slice: 16-bit N <= 16384, float32 N <= 8192).
 NormBackwardProblem layernorm_backward(DType x, int64_t n, int64_t m, bool weight, bool bias) {
@@ -292,9 +295,11 @@ TEST(MakeBackwardPlan, LayerNormTakesRmsNormsRows) {
       EXPECT_EQ(plan.smem_bytes, kBackwardClusterSmemBytes) << n;
       EXPECT_EQ(backward_partials_bytes(plan, bp), 2 * plan.blocks * n * plan.partial_bytes);
     }
-    const auto why = backward_unsupported(layernorm_backward(x, 16 * limit + 8, 4, true, true));
-    ASSERT_TRUE(why);
-    EXPECT_NE(why->find("N <= " + std::to_string(16 * limit)), std::string::npos) << *why;
+    // Past the cluster: the looped pair, with a pair of sums a row.
+    const NormBackwardProblem longer = layernorm_backward(x, 16 * limit + 8, 4, true, true);
+    const BackwardPlan looped = make_backward_plan(longer);
+    EXPECT_TRUE(looped.looped);
+    EXPECT_EQ(looped.row_sums_bytes, 2 * looped.partial_bytes);
   }
   // Its kernel reads a float32 weight only; only layernorm has a bias.
   NormBackwardProblem bp = layernorm_backward(DType::kBFloat16, 4096, 64, true, true);
@@ -318,18 +323,70 @@ TEST(BackwardUnsupported, LongUnalignedRowsAreCopiedWhenThatAlignsThem) {
   EXPECT_FALSE(backward_unsupported(unaligned(8192)));
   EXPECT_FALSE(make_backward_plan(unaligned(8192)).vector_io);
   EXPECT_TRUE(backward_wants_dense_rows(unaligned(8200)));
-  EXPECT_TRUE(backward_unsupported(unaligned(8200)));  // as it stands, before the copy
+  EXPECT_TRUE(backward_looped(unaligned(8200)));  // as it stands, before the copy
   EXPECT_FALSE(backward_wants_dense_rows(backward(DType::kBFloat16, 16384, 4)));  // aligned
   // An empty batch: x, dy and dx have no memory (null addresses); only the weight is read.
   NormBackwardProblem empty = backward(DType::kBFloat16, 12000, 0);
   empty.rows.x_align = empty.dy_align = empty.dx_align = 0;
   EXPECT_FALSE(backward_unsupported(empty));
   EXPECT_TRUE(make_backward_plan(empty).vector_io);
-  const auto odd = backward_unsupported(unaligned(16383));
-  ASSERT_TRUE(odd);
+  EXPECT_FALSE(backward_unsupported(unaligned(16383)));  // N not whole chunks: looped
   EXPECT_FALSE(backward_wants_dense_rows(unaligned(16383)));
-  EXPECT_NE(odd->find("N=16383"), std::string::npos) << *odd;
-  EXPECT_NE(odd->find("multiple of 8"), std::string::npos) << *odd;
+  EXPECT_TRUE(backward_looped(unaligned(16383)));
+}
+
+// Past the cluster (more than 16 slices) and unaligned rows past the element-wise kernel that no
+// copy aligns: the looped pair, a 512-thread CTA per row then a thread per column chunk and
+// block, on the same weight-gradient blocks as every other plan of (M, N, dtype).
+TEST(MakeBackwardPlan, RowsPastTheClusterOrUnalignedPastTheRowKernelLoop) {
+  for (const DType x : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+    const int64_t slice = x == DType::kFloat32 ? 8192 : 16384;
+    for (const int64_t n : {16 * slice + 8, 17 * slice, 64 * slice, int64_t{1} << 22}) {
+      for (const int64_t m : {int64_t{0}, int64_t{1}, int64_t{37}, int64_t{4096}}) {
+        for (const bool layernorm : {false, true}) {
+          const NormBackwardProblem bp =
+              layernorm ? layernorm_backward(x, n, m, true, true) : backward(x, n, m);
+          ASSERT_FALSE(backward_unsupported(bp)) << n;
+          const BackwardPlan plan = make_backward_plan(bp);
+          EXPECT_EQ(backward_plan_violation(plan, bp), "");
+          EXPECT_TRUE(plan.looped) << n;
+          EXPECT_EQ(plan.cluster_ctas, 0);
+          EXPECT_EQ(plan.smem_bytes, 0);
+          EXPECT_FALSE(plan.prefetch_next_row);
+          EXPECT_EQ(plan.block_threads, kBackwardMaxThreads);
+          EXPECT_GE(plan.column_tiles * kLoopedColumnThreads, plan.chunks_per_row);
+          EXPECT_LT((plan.column_tiles - 1) * kLoopedColumnThreads, plan.chunks_per_row);
+          const int acc = x == DType::kFloat32 ? 8 : 4;
+          EXPECT_EQ(plan.row_sums_bytes, acc * (layernorm ? 2 : 1));
+          const WeightGradBlocks cpu = weight_grad_blocks_for(m, n, x);
+          EXPECT_EQ(plan.blocks, cpu.blocks);
+          EXPECT_EQ(plan.block_rows, cpu.block_rows);
+          // The rows' sums follow the partials in one scratch buffer, 16-byte aligned.
+          const int64_t offset = backward_row_sums_offset(plan, bp);
+          EXPECT_EQ(offset % 16, 0);
+          EXPECT_GE(offset, backward_partials_bytes(plan, bp));
+          EXPECT_LT(offset, backward_partials_bytes(plan, bp) + 16);
+          EXPECT_EQ(backward_row_sums_total_bytes(plan, bp), m * plan.row_sums_bytes);
+        }
+      }
+    }
+  }
+  // Unaligned rows: element-wise I/O, looped from 3 chunks a thread (16-bit N > 8192) where N is
+  // not whole chunks; the rows the row kernel takes stay there.
+  for (const int64_t n : {int64_t{8193}, int64_t{16383}, int64_t{16385}, int64_t{300001}}) {
+    NormBackwardProblem bp = backward(DType::kBFloat16, n, 64);
+    const BackwardPlan plan = make_backward_plan(bp);
+    EXPECT_TRUE(plan.looped) << n;
+    EXPECT_FALSE(plan.vector_io) << n;
+    EXPECT_EQ(backward_plan_violation(plan, bp), "");
+  }
+  for (const int64_t n : {int64_t{8191}, int64_t{16384}, int64_t{262144}}) {
+    const BackwardPlan plan = make_backward_plan(backward(DType::kBFloat16, n, 64));
+    EXPECT_FALSE(plan.looped) << n;
+    EXPECT_EQ(plan.column_tiles, 0);
+    EXPECT_EQ(plan.row_sums_bytes, 0);
+    EXPECT_EQ(backward_row_sums_total_bytes(plan, backward(DType::kBFloat16, n, 64)), 0);
+  }
 }
 
 TEST(BackwardPlanViolation, CatchesBrokenPlans) {
@@ -400,8 +457,39 @@ TEST(BackwardPlanViolation, CatchesBrokenPlans) {
        "partials are float"},
       {"reduction misses columns", aligned, aligned, [](BackwardPlan& p) { p.reduce_grid -= 1; },
        "cover every column"},
-      {"a plan for a row too long", aligned, backward(DType::kBFloat16, 262152, 1000),
-       [](BackwardPlan&) {}, "rows of N="},
+      {"a looped row in a cluster", backward(DType::kBFloat16, 262152, 64),
+       backward(DType::kBFloat16, 262152, 64),
+       [](BackwardPlan& p) {
+         p.looped = false;
+         p.column_tiles = p.row_sums_bytes = 0;
+       },
+       "looped must be"},
+      {"a looped row's columns uncovered", backward(DType::kBFloat16, 262152, 64),
+       backward(DType::kBFloat16, 262152, 64), [](BackwardPlan& p) { p.column_tiles -= 1; },
+       "a looped plan runs"},
+      {"a looped row's sums of the wrong size", backward(DType::kBFloat16, 262152, 64),
+       backward(DType::kBFloat16, 262152, 64), [](BackwardPlan& p) { p.row_sums_bytes = 8; },
+       "a looped plan runs"},
+      {"a looped row of 256 threads", backward(DType::kBFloat16, 262152, 64),
+       backward(DType::kBFloat16, 262152, 64), [](BackwardPlan& p) { p.block_threads = 256; },
+       "a looped plan runs"},
+      {"a looped row in a cluster too", backward(DType::kBFloat16, 262152, 64),
+       backward(DType::kBFloat16, 262152, 64), [](BackwardPlan& p) { p.cluster_ctas = 17; },
+       "a looped plan runs"},
+      {"row sums for a cluster row", backward(DType::kBFloat16, 32768, 64),
+       backward(DType::kBFloat16, 32768, 64), [](BackwardPlan& p) { p.row_sums_bytes = 4; },
+       "looped plan's"},
+      {"column tiles for a short row", aligned, aligned,
+       [](BackwardPlan& p) { p.column_tiles = 1; }, "looped plan's"},
+      {"a cluster row looped", backward(DType::kBFloat16, 32768, 64),
+       backward(DType::kBFloat16, 32768, 64),
+       [](BackwardPlan& p) {
+         p.looped = true;
+         p.cluster_ctas = p.smem_bytes = 0;
+         p.column_tiles = 8;
+         p.row_sums_bytes = 4;
+       },
+       "looped must be"},
       {"a one-slice plan for a long row", backward(DType::kBFloat16, 16384, 64),
        backward(DType::kBFloat16, 16392, 64), [](BackwardPlan& p) { p.chunks_per_row += 1; },
        "covering the row"},

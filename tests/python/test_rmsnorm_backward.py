@@ -232,20 +232,102 @@ def test_cuda_autograd_matches_torch(gen):
 
 
 @requires_cuda
-def test_cuda_rows_too_long_say_so(gen):
-    """Past 16 slices (a cluster of 16 CTAs), or past one without clusters (before sm_90)."""
-    clusters = torch.cuda.get_device_capability()[0] >= 9
-    n, limit = (262152, 262144) if clusters else (16392, 16384)
-    x = torch.randn(2, n, generator=gen).to(torch.bfloat16).cuda()
+def test_cuda_rows_between_one_slice_and_the_cluster_say_so_without_clusters(gen):
+    """Rows of 2 to 16 slices run in a thread block cluster: before sm_90 they raise, naming the
+    reach; rows past 16 slices and unaligned rows run looped on every device."""
+    if torch.cuda.get_device_capability()[0] >= 9:
+        pytest.skip("clusters: every N runs")
+    x = torch.randn(2, 16392, generator=gen).to(torch.bfloat16).cuda()
     _, rstd = oink.rmsnorm_forward(x, None, EPS)  # the forward takes any N
-    with pytest.raises(ValueError, match=f"N <= {limit}") as info:
+    with pytest.raises(ValueError, match="N <= 16384 or N > 262144") as info:
         oink.rmsnorm_backward(torch.randn_like(x), x, None, rstd)
     assert "'x'" in str(info.value)
-    # Unaligned long rows whose N is not whole 16-byte chunks: no aligned copy exists.
-    odd = torch.randn(2, 32767, generator=gen).to(torch.bfloat16).cuda()
-    _, rstd = oink.rmsnorm_forward(odd, None, EPS)
-    with pytest.raises(ValueError, match="N=32767"):
-        oink.rmsnorm_backward(torch.randn_like(odd), odd, None, rstd)
+
+
+def check_looped(x, w, dy, rstd):
+    """rmsnorm_backward's dx and dweight against float64 from the saved rstd: one rounding, the
+    dot product's float32 (16-bit rows) sums over ceil(N / 512) elements a lane and the tree, a
+    block's rows then the blocks for dweight; dx batch invariant, both deterministic."""
+    dx, dw = oink.rmsnorm_backward(dy, x, w, rstd)
+    n, m = x.shape[-1], x.shape[0]
+    acc = 2.0**-52 if x.dtype == torch.float32 else 2.0**-24
+    r, xd = rstd.double().unsqueeze(-1), x.double()
+    wd = torch.ones(n, dtype=torch.float64, device=x.device) if w is None else w.double()
+    g = dy.double() * wd
+    c = r**3 * (g * xd).sum(-1, keepdim=True) / n
+    ref = r * g - c * xd
+    terms = -(-n // 512) + 32
+    dot = r**3 * (g * xd).abs().sum(-1, keepdim=True) / n * xd.abs()
+    bound = ulp(ref, x.dtype) + terms * acc * dot + 4 * acc * ((r * g).abs() + (c * xd).abs())
+    assert ((dx.double() - ref).abs() <= bound).all()
+    if w is not None:
+        terms_dw = (dy.double() * xd * r).abs().sum(0)
+        ref_dw = (dy.double() * xd * r).sum(0)
+        bound_dw = ulp(ref_dw, w.dtype) + (m + 4) * acc * terms_dw
+        assert dw.dtype == w.dtype and ((dw.double() - ref_dw).abs() <= bound_dw).all()
+    alone, _ = oink.rmsnorm_backward(dy[m // 2 : m // 2 + 1], x[m // 2 : m // 2 + 1], w,
+                                     rstd[m // 2 : m // 2 + 1])  # fmt: skip
+    assert torch.equal(alone[0], dx[m // 2])
+    again_dx, again_dw = oink.rmsnorm_backward(dy, x, w, rstd)
+    assert torch.equal(again_dx, dx) and (w is None or torch.equal(again_dw, dw))
+
+
+@requires_cuda
+@pytest.mark.parametrize(
+    ("n", "dtype", "wdtype"),
+    [
+        (262152, torch.bfloat16, torch.bfloat16),  # 17 slices: past the cluster
+        (524288, torch.bfloat16, torch.float32),
+        (131076, torch.float32, torch.float32),
+        (300001, torch.float16, None),  # element-wise: N not whole chunks
+        (20001, torch.bfloat16, torch.bfloat16),  # unaligned, a few slices
+        (8193, torch.float16, torch.float16),  # 3 chunks a thread: past the row kernel's 2
+    ],
+)
+def test_cuda_looped_rows_past_the_cluster_or_unaligned(n, dtype, wdtype, gen):
+    x = torch.randn(24, n, generator=gen).to(dtype).cuda()
+    dy = torch.randn(24, n, generator=gen).to(dtype).cuda()
+    w = None if wdtype is None else (1 + 0.5 * torch.randn(n, generator=gen)).to(wdtype).cuda()
+    _, rstd = oink.rmsnorm_forward(x, w, EPS)
+    check_looped(x, w, dy, rstd)
+    # Padded, unaligned rows of a whole-chunk N past the cluster: element-wise, looped too.
+    if n % 8 == 0 and dtype != torch.float32:
+        xp = padded_rows(24, n, dtype, "cuda", pad=3, offset=1, generator=gen)
+        xp.copy_(x)
+        check_looped(xp, w, dy, rstd)
+
+
+@requires_cuda
+@pytest.mark.parametrize("n", [262152, 20001])
+def test_cuda_layernorm_looped_rows(n, gen):
+    """layernorm_backward past the cluster and on unaligned long rows: float64 from the saved
+    mean and rstd, both pairs of sums over ceil(N / 512) elements a lane; batch invariant."""
+    x = torch.randn(16, n, generator=gen).to(torch.bfloat16).cuda()
+    dy = torch.randn(16, n, generator=gen).to(torch.bfloat16).cuda()
+    w = (1 + 0.5 * torch.randn(n, generator=gen)).cuda()
+    b = torch.randn(n, generator=gen).cuda()
+    xd = x.double()
+    mean = xd.mean(-1).float()
+    rstd = torch.rsqrt(xd.var(-1, unbiased=False) + 1e-5).float()
+    dx, dw, db = oink.layernorm_backward(dy, x, w, b, mean, rstd)
+    r, mu = rstd.double().unsqueeze(-1), mean.double().unsqueeze(-1)
+    xhat, g = (xd - mu) * r, dy.double() * w.double()
+    ref = r * (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True))
+    terms = (-(-n // 512) + 32) * 2.0**-24
+    sums = g.abs().mean(-1, keepdim=True) + (g * xhat).abs().mean(-1, keepdim=True) * xhat.abs()
+    bound = ulp(ref, torch.bfloat16) + terms * r * sums + 4 * 2.0**-24 * r * (g.abs() + sums)
+    assert ((dx.double() - ref).abs() <= bound).all()
+    ref_dw, ref_db = (dy.double() * xhat).sum(0), dy.double().sum(0)
+    assert (
+        (dw.double() - ref_dw).abs()
+        <= ulp(ref_dw, torch.float32) + 20 * 2.0**-24 * (dy.double() * xhat).abs().sum(0)
+    ).all()
+    assert (
+        (db.double() - ref_db).abs()
+        <= ulp(ref_db, torch.float32) + 20 * 2.0**-24 * dy.double().abs().sum(0)
+    ).all()
+    alone = oink.layernorm_backward(dy[7:8], x[7:8], w, b, mean[7:8], rstd[7:8])[0]
+    assert torch.equal(alone[0], dx[7])
 
 
 def test_autograd_matches_torch(gen):
