@@ -82,22 +82,24 @@ std::optional<std::string> backward_unsupported_on(const NormBackwardProblem& bp
                                                    const DeviceInfo& device) {
   if (auto why = backward_unsupported(bp)) return why;
   const bool cluster = slices_for(bp.rows.cols, bp.rows.x_dtype) > 1 && !backward_looped(bp);
-  // The row lengths that run without a cluster: one slice, or more than a cluster holds.
-  const std::string reach =
-      "N <= " + std::to_string(slice_elems(1, bp.rows.x_dtype)) + " or N > " +
-      std::to_string(slice_elems(kBackwardMaxClusterSlices, bp.rows.x_dtype)) + " for " +
-      dtype_name(bp.rows.x_dtype) + " rows";
+  // The row lengths that run without a cluster: one slice, or more than a cluster holds (built
+  // only for an error: this runs on every call).
+  const auto reach = [&bp] {
+    return "N <= " + std::to_string(slice_elems(1, bp.rows.x_dtype)) + " or N > " +
+           std::to_string(slice_elems(kBackwardMaxClusterSlices, bp.rows.x_dtype)) + " for " +
+           dtype_name(bp.rows.x_dtype) + " rows";
+  };
   if (cluster && device.cc_major < 9) {
     return "rows of N=" + std::to_string(bp.rows.cols) + " elements: on compute capability " +
            std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor) +
-           " the CUDA backward kernel takes " + reach +
+           " the CUDA backward kernel takes " + reach() +
            " (rows between run in thread block clusters, 9.0+)";
   }
   constexpr int kClusterCtaSmem = kBackwardClusterSmemBytes + kBackwardClusterStaticSmemBytes;
   if (cluster && device.max_smem_per_block < kClusterCtaSmem) {
     return "rows of N=" + std::to_string(bp.rows.cols) + " elements: with " +
            std::to_string(device.max_smem_per_block) +
-           " bytes of shared memory per block the CUDA backward kernel takes " + reach +
+           " bytes of shared memory per block the CUDA backward kernel takes " + reach() +
            " (rows between stage two rows in " + std::to_string(kClusterCtaSmem) +
            " bytes per CTA)";
   }
