@@ -9,11 +9,6 @@ namespace {
 
 int chunk_elems_of(const NormBackwardProblem& bp) { return 16 / dtype_size(bp.rows.x_dtype); }
 
-// Elements of `slices` row slices of `x_dtype` (the limits the errors name).
-int64_t slice_elems(int slices, DType x_dtype) {
-  return int64_t{slices} * kSliceChunks * (16 / dtype_size(x_dtype));
-}
-
 // Chunks per thread of a row of `cols` elements: 1, 2 or 4 (a power of two covering the row).
 int backward_chunks_per_thread(int64_t cols, DType x_dtype) {
   const int64_t chunks =
@@ -68,7 +63,8 @@ bool backward_wants_dense_rows(const NormBackwardProblem& bp) {
 bool backward_looped(const NormBackwardProblem& bp) {
   const NormProblem& p = bp.rows;
   if (p.x_dtype == DType::kFloat64) return false;
-  return slices_for(p.cols, p.x_dtype) > kBackwardMaxClusterSlices ||
+  const int slices = slices_for(p.cols, p.x_dtype);
+  return slices > (bp.clusters ? kBackwardMaxClusterSlices : 1) ||
          (backward_chunks_per_thread(p.cols, p.x_dtype) > kBackwardElementwiseMaxChunks &&
           !backward_vector_io(bp));
 }
@@ -78,32 +74,9 @@ std::optional<std::string> backward_unsupported(const NormBackwardProblem& bp) {
   return std::nullopt;
 }
 
-std::optional<std::string> backward_unsupported_on(const NormBackwardProblem& bp,
-                                                   const DeviceInfo& device) {
-  if (auto why = backward_unsupported(bp)) return why;
-  const bool cluster = slices_for(bp.rows.cols, bp.rows.x_dtype) > 1 && !backward_looped(bp);
-  // The row lengths that run without a cluster: one slice, or more than a cluster holds (built
-  // only for an error: this runs on every call).
-  const auto reach = [&bp] {
-    return "N <= " + std::to_string(slice_elems(1, bp.rows.x_dtype)) + " or N > " +
-           std::to_string(slice_elems(kBackwardMaxClusterSlices, bp.rows.x_dtype)) + " for " +
-           dtype_name(bp.rows.x_dtype) + " rows";
-  };
-  if (cluster && device.cc_major < 9) {
-    return "rows of N=" + std::to_string(bp.rows.cols) + " elements: on compute capability " +
-           std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor) +
-           " the CUDA backward kernel takes " + reach() +
-           " (rows between run in thread block clusters, 9.0+)";
-  }
+bool backward_clusters_on(const DeviceInfo& device) {
   constexpr int kClusterCtaSmem = kBackwardClusterSmemBytes + kBackwardClusterStaticSmemBytes;
-  if (cluster && device.max_smem_per_block < kClusterCtaSmem) {
-    return "rows of N=" + std::to_string(bp.rows.cols) + " elements: with " +
-           std::to_string(device.max_smem_per_block) +
-           " bytes of shared memory per block the CUDA backward kernel takes " + reach() +
-           " (rows between stage two rows in " + std::to_string(kClusterCtaSmem) +
-           " bytes per CTA)";
-  }
-  return std::nullopt;
+  return device.cc_major >= 9 && device.max_smem_per_block >= kClusterCtaSmem;
 }
 
 BackwardPlan make_backward_plan(const NormBackwardProblem& bp) {
@@ -170,8 +143,8 @@ std::string backward_plan_violation(const BackwardPlan& plan, const NormBackward
     return "slices must be slices_for(N, dtype) (batch invariance of dx)";
   }
   if (plan.looped != backward_looped(bp)) {
-    return "looped must be backward_looped(problem): rows past the cluster's or the element-wise "
-           "kernel's reach";
+    return "looped must be backward_looped(problem): rows past the cluster's (or the device has "
+           "none) or the element-wise kernel's reach";
   }
   if (plan.looped) {
     // Two kernels, no cluster, no shared memory staging: the row sums on 512 lanes, then a thread

@@ -98,7 +98,7 @@ int backward_block_threads(int64_t cols, DType x_dtype);
 // kBackwardMaxChunksPerThread chunks: a slice exactly), so up to kMaxClusterCtas slices: N <=
 // 262144 at 16 bits, 131072 at float32. Every CTA walks the block's rows in the same order; a
 // row's sums are its slices' sums, exchanged through distributed shared memory and added in slice
-// order. Needs thread block clusters: compute capability 9.0 (backward_unsupported_on).
+// order. Needs thread block clusters: compute capability 9.0 (backward_clusters_on).
 inline constexpr int kBackwardMaxClusterSlices = kMaxClusterCtas;
 // A cluster CTA copies its slice of the next row (x and dy) into shared memory while it works on
 // the current one: two rows of both tensors' slices (128 KiB), dynamic. Its static shared memory
@@ -109,10 +109,11 @@ inline constexpr int kBackwardClusterSmemBytes =
     2 * 2 * kBackwardMaxChunksPerThread * kBackwardMaxThreads * 16;
 inline constexpr int kBackwardClusterStaticSmemBytes = 2 * (32 + kBackwardMaxClusterSlices) * 16;
 
-// Rows a cluster does not hold (more than kBackwardMaxClusterSlices slices), and rows that are not
-// 16-byte aligned past what the element-wise row kernel holds (more than
-// kBackwardElementwiseMaxChunks chunks a thread) and have no aligned copy (N not whole chunks):
-// the looped backward (kernels/norm_backward_looped.cuh), two kernels on any device. The first
+// Rows a cluster does not hold (more than kBackwardMaxClusterSlices slices, or more than one on a
+// device without the cluster backward: problem.clusters), and rows that are not 16-byte aligned
+// past what the element-wise row kernel holds (more than kBackwardElementwiseMaxChunks chunks a
+// thread) and have no aligned copy (N not whole chunks): the looped backward
+// (kernels/norm_backward_looped.cuh), two kernels on any device. The first
 // folds each row's sums on a CTA of kBackwardMaxThreads lanes (chunk c on lane c % 512) into
 // [M] row sums; the second, a thread per column chunk and weight-gradient block, reads them and
 // writes dx and the block's partials. x and dy are read twice: 5 passes over the row bytes where
@@ -169,14 +170,13 @@ bool backward_vector_io(const NormBackwardProblem& problem);
 bool backward_wants_dense_rows(const NormBackwardProblem& problem);
 
 // Why the CUDA kernel cannot take this problem (a sentence for the user), or nothing: float64
-// runs on the CPU only; every other row length and layout has a kernel.
+// runs on the CPU only; every other row length and layout has a kernel on every device.
 std::optional<std::string> backward_unsupported(const NormBackwardProblem& problem);
 
-// The same on `device`: rows of 2 to kBackwardMaxClusterSlices slices (the cluster's) also need
-// thread block clusters (compute capability 9.0 and up) and kBackwardClusterSmemBytes +
-// kBackwardClusterStaticSmemBytes of shared memory per CTA.
-std::optional<std::string> backward_unsupported_on(const NormBackwardProblem& problem,
-                                                   const DeviceInfo& device);
+// Whether `device` runs the cluster backward: thread block clusters (compute capability 9.0 and
+// up) and kBackwardClusterSmemBytes + kBackwardClusterStaticSmemBytes of shared memory per CTA.
+// The binding sets NormBackwardProblem::clusters from it.
+bool backward_clusters_on(const DeviceInfo& device);
 
 // Precondition: backward_unsupported(problem) is empty. Throws std::logic_error if the plan it
 // built breaks an invariant (a bug in the planner).

@@ -122,6 +122,9 @@ struct NormBackwardProblem {
   NormProblem rows;
   RowStrides dy_strides, dx_strides;
   int dy_align = 256, dx_align = 256;  // as NormProblem's alignments
+  // The device runs the cluster backward (backward_clusters_on): rows of 2 to 16 slices take it
+  // there, the looped backward elsewhere.
+  bool clusters = true;
 };
 
 }  // namespace oink

@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(kBackwardMaxThreads, 1)
   __shared__ alignas(16) Sums warp_sums[2][kMaxWarpsPerCta];
   static_assert(!kCluster || sizeof(warp_sums) + 2 * kBackwardMaxClusterSlices * sizeof(Sums) <=
                                  kBackwardClusterStaticSmemBytes,
-                "the planner counts these bytes (backward_unsupported_on)");
+                "the planner counts these bytes (backward_clusters_on)");
   if constexpr (kCluster) device::cluster_arrive_relaxed();
   const int slice = kCluster ? static_cast<int>(device::cluster_rank()) : 0;
   const int64_t block = kCluster ? int64_t{device::cluster_index()} : int64_t{blockIdx.x};

@@ -61,7 +61,8 @@ BackwardGrads norm_backward_cuda(const char* op, Tensor dy, Tensor x, std::optio
     bp.dy_align = pointer_alignment(dy.data_ptr());
     bp.dx_align = pointer_alignment(written.data_ptr());
   }
-  if (const auto why = backward_unsupported_on(bp, cuda_device_info(x.get_device_index()))) {
+  bp.clusters = backward_clusters_on(cuda_device_info(x.get_device_index()));
+  if (const auto why = backward_unsupported(bp)) {
     throw ArgError(op, "x", "rows the CUDA backward kernel takes: " + *why, "shape " + shape_of(x));
   }
   const BackwardPlan plan = make_backward_plan(bp);

@@ -24,8 +24,7 @@ A call is routed when all of these hold, and passed to PyTorch otherwise (never 
 * CUDA limits: layer_norm N <= 16384 (float32: 8192), and past that (a thread block cluster:
   compute capability 9.0 and up) rows of 16-byte vectors (N whole chunks, x 16-byte aligned, its
   row strides whole chunks, a float32 weight and bias 16-byte aligned) up to N = 524288 (float32:
-  262144); when a gradient is needed (grad mode on and an input requires grad) on compute
-  capability below 9.0 the backward takes N <= 16384 or N > 262144 (float32: 8192, 131072);
+  262144); the backward takes any N;
 * no autocast on x's device unless every tensor is float32 (autocast's policy for norms may cast
   16-bit inputs to float32 there), no forward-mode AD level and no torch.func transform active.
 
@@ -165,18 +164,6 @@ class _Route(TorchFunctionMode):
         """A slice of a row: 16384 16-bit or 8192 float32 elements."""
         return 8192 if x.dtype == torch.float32 else 16384
 
-    @classmethod
-    def _cuda_backward_rows(cls, x) -> bool:
-        """The CUDA backward takes any N on compute capability 9.0 and up; below, rows of one
-        slice or of more than 16 (those between run in a thread block cluster)."""
-        if torch.cuda.get_device_capability(x.device)[0] >= 9:
-            return True
-        return x.shape[-1] <= cls._slice_elems(x) or x.shape[-1] > 16 * cls._slice_elems(x)
-
-    @staticmethod
-    def _needs_grad(tensors) -> bool:
-        return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
-
     def _takes_rms(self, x, shape, weight) -> bool:
         if not self._common(x, shape, (weight,)):
             return False
@@ -185,8 +172,6 @@ class _Route(TorchFunctionMode):
                 return False
         elif x.dtype not in _FLOATS or (weight is not None and weight.dtype not in _FLOATS):
             return False
-        if x.device.type == "cuda" and self._needs_grad((x, weight)):
-            return self._cuda_backward_rows(x)
         return True
 
     def _takes_ln(self, x, shape, weight, bias) -> bool:
@@ -202,9 +187,8 @@ class _Route(TorchFunctionMode):
         if x.device.type == "cuda":
             if x.shape[-1] <= self._slice_elems(x):
                 return True
-            # Longer rows run in a thread block cluster (compute capability 9.0 and up, where
-            # the backward takes any N), one CTA or two a slice (32 slices at most), as 16-byte
-            # vectors.
+            # Longer rows run in a thread block cluster (compute capability 9.0 and up), one CTA
+            # or two a slice (32 slices at most), as 16-byte vectors.
             if torch.cuda.get_device_capability(x.device)[0] < 9:
                 return False
             return self._vector_rows(x, (weight, bias)) and x.shape[-1] <= 32 * self._slice_elems(x)

@@ -49,8 +49,7 @@ def rmsnorm_backward(
     """(dx, dweight) of y = rmsnorm(x, weight) for the upstream gradient dy (x's shape and
     dtype), from rmsnorm_forward's rstd. dweight has the weight's dtype (None without a weight)
     and is summed in a fixed order: the same bits on every run and at any thread count. CPU and
-    CUDA, any N (rows of 16384 < N <= 262144, float32 8192 < N <= 131072, run in a cluster of
-    CTAs, which needs compute capability 9.0: there they raise below it)."""
+    CUDA, any N."""
     return torch.ops.oink.rmsnorm_backward.default(dy, x, weight, rstd)
 
 

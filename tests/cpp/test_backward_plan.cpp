@@ -178,34 +178,33 @@ TEST(BackwardUnsupported, NamesTheLimit) {
   const auto wide = backward_unsupported(backward(DType::kFloat64, 64, 4));
   ASSERT_TRUE(wide);
   EXPECT_NE(wide->find("CPU only"), std::string::npos) << *wide;
-  // Clusters need compute capability 9.0: below it, rows of one slice or past 16.
+  // The cluster backward needs compute capability 9.0 and room to stage two rows a CTA (not
+  // sm_120's 99 KiB); without it, rows of more than one slice run looped.
   DeviceInfo ampere;
   ampere.cc_major = 8;
+  ampere.max_smem_per_block = 163 * 1024;
   DeviceInfo hopper;
   hopper.cc_major = 9;
   hopper.max_smem_per_block = 227 * 1024;
-  EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 16384, 4), ampere));
-  const auto no_cluster = backward_unsupported_on(backward(DType::kBFloat16, 16392, 4), ampere);
-  ASSERT_TRUE(no_cluster);
-  EXPECT_NE(no_cluster->find("N <= 16384 or N > 262144"), std::string::npos) << *no_cluster;
-  EXPECT_NE(no_cluster->find("compute capability 8.0"), std::string::npos) << *no_cluster;
-  EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 262152, 4), ampere));
-  EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 16392, 4), hopper));
-  EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 262152, 4), hopper));
-  // Unaligned rows of a few slices, N not whole chunks: looped, no cluster, so on 8.0 too.
-  NormBackwardProblem odd = backward(DType::kBFloat16, 20001, 4);
-  EXPECT_TRUE(backward_looped(odd));
-  EXPECT_FALSE(backward_unsupported_on(odd, ampere));
-  // A cluster CTA stages two rows' slices: a device with less shared memory per CTA (sm_120's
-  // 99 KiB) takes rows of one slice only.
   DeviceInfo small_smem = hopper;
   small_smem.cc_major = 12;
   small_smem.max_smem_per_block = 99 * 1024;
-  EXPECT_FALSE(backward_unsupported_on(backward(DType::kBFloat16, 16384, 4), small_smem));
-  const auto no_room = backward_unsupported_on(backward(DType::kBFloat16, 16392, 4), small_smem);
-  ASSERT_TRUE(no_room);
-  EXPECT_NE(no_room->find("shared memory"), std::string::npos) << *no_room;
-  EXPECT_NE(no_room->find("N <= 16384"), std::string::npos) << *no_room;
+  EXPECT_FALSE(backward_clusters_on(ampere));
+  EXPECT_TRUE(backward_clusters_on(hopper));
+  EXPECT_FALSE(backward_clusters_on(small_smem));
+  for (const int64_t n : {int64_t{16384}, int64_t{16392}, int64_t{262144}, int64_t{262152}}) {
+    NormBackwardProblem bp = backward(DType::kBFloat16, n, 4);
+    bp.clusters = false;
+    ASSERT_FALSE(backward_unsupported(bp)) << n;
+    const BackwardPlan plan = make_backward_plan(bp);
+    EXPECT_EQ(backward_plan_violation(plan, bp), "") << n;
+    EXPECT_EQ(plan.looped, n > 16384) << n;
+    EXPECT_EQ(plan.cluster_ctas, 0) << n;
+    // The same weight-gradient blocks as on a device with clusters: dweight's bits follow.
+    bp.clusters = true;
+    EXPECT_EQ(make_backward_plan(bp).blocks, plan.blocks) << n;
+    EXPECT_EQ(make_backward_plan(bp).block_rows, plan.block_rows) << n;
+  }
 }
 
 // Rows longer than one slice: a cluster of one 512-thread CTA per slice (4 chunks a thread: the
@@ -399,7 +398,11 @@ TEST(BackwardPlanViolation, CatchesBrokenPlans) {
   const NormBackwardProblem aligned = backward(DType::kBFloat16, 4096, 1000);
   NormBackwardProblem unaligned_dy = aligned;
   unaligned_dy.dy_align = 2;
+  NormBackwardProblem without_clusters = backward(DType::kBFloat16, 32768, 64);
+  without_clusters.clusters = false;
   const Broken cases[] = {
+      {"a cluster plan on a device without", backward(DType::kBFloat16, 32768, 64),
+       without_clusters, [](BackwardPlan&) {}, "looped must be"},
       {"threads_per_row halved", aligned, aligned,
        [](BackwardPlan& p) {
          p.threads_per_row /= 2;
