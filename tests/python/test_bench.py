@@ -161,6 +161,18 @@ def test_new_suites_keep_their_shapes_within_the_memory_caps():
         assert set(part.shapes) <= set(full[part.suite].shapes)
 
 
+def test_n_and_m_narrow_a_run_to_those_shapes():
+    args = cli.parse_args(["--suite", "softmax", "--n", "1024,4096", "--m", "8192"])
+    assert args.n == {1024, 4096} and args.m == {8192}
+    only = cases.parts(["softmax", "training"], "cuda", False, "bf16", only=(args.n, args.m))
+    assert only[0].shapes == [(1024, 8192), (4096, 8192)]
+    assert only[1].shapes == [(4096, 8192)]  # training's own shapes, narrowed
+    full = cases.parts(["cross_entropy"], "cuda", False, "bf16")[0].shapes
+    by_m = cases.parts(["cross_entropy"], "cuda", False, "bf16", only=(None, {4096}))[0].shapes
+    assert by_m == [(n, m) for n, m in full if m == 4096] and len(by_m) == 4
+    assert cli.parse_args([]).n is None
+
+
 def test_softmax_shapes_that_would_not_fit_the_gpu_are_left_out():
     # An H100's 80 GB: the 4 GiB shapes (N=65536, M=32768 bf16) ran out of memory there; an
     # H200's 141 GB keeps them; 2 GiB shapes stay on both.

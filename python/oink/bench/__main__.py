@@ -41,6 +41,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     run.add_argument("--providers", help="comma list (default: everything found; oink always)")
     run.add_argument("--quick", action="store_true", help="a few shapes per suite")
+    for dim in ("n", "m"):
+        run.add_argument(
+            f"--{dim}",
+            type=lambda v: {int(x) for x in v.split(",")},
+            help=f"comma list: only the suites' shapes of these {dim.upper()} (a run split in "
+            "parts, merged by oink-bench report)",
+        )
     run.add_argument("--out", type=Path, default=Path("oink-bench-results"))
     run.add_argument("--no-plots", action="store_true")
     rep = sub.add_parser(
@@ -80,8 +87,9 @@ def run(args: argparse.Namespace) -> int:
     copy_gbps = measure.copy_ceiling(device)
     l2 = env.get("l2_bytes", 32 << 20)
     device_bytes = torch.cuda.get_device_properties(0).total_memory if device == "cuda" else 0
-    parts = cases.parts(args.suites, device, args.quick, args.dtype, device_bytes)
-    uncapped = cases.parts(args.suites, device, args.quick, args.dtype)
+    only = (args.n, args.m)
+    parts = cases.parts(args.suites, device, args.quick, args.dtype, device_bytes, only)
+    uncapped = cases.parts(args.suites, device, args.quick, args.dtype, only=only)
     for part, full in zip(parts, uncapped, strict=True):
         for n, m in sorted(set(full.shapes) - set(part.shapes)):
             print(

@@ -62,10 +62,15 @@ class Part:
 
 
 def parts(
-    suites: list[str], device: str, quick: bool, dtype: str, device_bytes: int = 0
+    suites: list[str],
+    device: str,
+    quick: bool,
+    dtype: str,
+    device_bytes: int = 0,
+    only: tuple[set[int] | None, set[int] | None] = (None, None),
 ) -> list[Part]:
     """The shapes each suite runs; with `device_bytes` (the GPU's memory), none whose buffers
-    would not fit (MEMORY_PER_X)."""
+    would not fit (MEMORY_PER_X); with `only` (N values, M values; None: all), those alone."""
     out = []
     for suite in suites:
         ns, ms = SUITES[suite]
@@ -81,6 +86,10 @@ def parts(
         if suite == "training" and device == "cuda" and not quick:  # Quack's and DeepSeek-V3's
             shapes = [(4096, m) for m in (8192, 32768, 131072, 524288)]
             shapes += [(7168, m) for m in (4096, 16384, 65536)]
+        only_n, only_m = only
+        shapes = [
+            (n, m) for n, m in shapes if (not only_n or n in only_n) and (not only_m or m in only_m)
+        ]
         if suite == "linear_cross_entropy":
             out.append(Part(suite, f"{dtype}-h{HIDDEN[device]}", shapes))
             continue
