@@ -53,6 +53,8 @@ BACKWARD_N = [7, 64, 1000, 4096, 8192, 12000, 16384, 20001, 40000, 262144, 30000
 # slice the cluster, forward and backward (float32: half of N): 3 slices, the last one short
 # (40000), and 16 (262144), aligned rows only.
 LAYERNORM_N = [7, 64, 1001, 2048, 4096, 8192, 16384, 40000, 262144]
+# layernorm_backward looped (float32: half of N): unaligned rows of a few slices, and past 16.
+LAYERNORM_LOOPED_N = [20001, 300000]
 
 
 def cases(dtype, long_only=False):
@@ -238,6 +240,21 @@ def check_layernorm(dtype, wdtype, g) -> int:
                     scale = ref.double().abs().max().item() if ref.numel() else 1.0
                     failures += int(not torch.allclose(got.cpu().double(), ref.double(),
                                                        rtol=2e-2, atol=1e-2 * scale))  # fmt: skip
+    # The looped backward (past the cluster's 16 slices, or unaligned past 2 chunks a thread),
+    # whose forward is refused on CUDA: the statistics come from the CPU's forward.
+    for n in LAYERNORM_LOOPED_N:
+        n = n // 2 if dtype == torch.float32 else n
+        x = padded_rows(5, n, dtype, "cuda", pad=3, offset=1, generator=g)
+        dy = padded_rows(5, n, dtype, "cuda", generator=g)
+        w, b = (None if wdtype is None else torch.randn(n, generator=g).to(wdtype) for _ in "wb")
+        _, mean, rstd = oink.layernorm_forward(x.cpu(), w, b, 1e-5)
+        cpu = oink.layernorm_backward(dy.cpu(), x.cpu(), w, b, mean, rstd)
+        on_gpu = [None if t is None else t.cuda() for t in (w, b, mean, rstd)]
+        for got, ref in zip(oink.layernorm_backward(dy, x, *on_gpu), cpu, strict=True):
+            if ref is not None:
+                scale = ref.double().abs().max().item()
+                failures += int(not torch.allclose(got.cpu().double(), ref.double(),
+                                                   rtol=2e-2, atol=1e-2 * scale))  # fmt: skip
     return failures
 
 
