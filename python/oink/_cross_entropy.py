@@ -167,6 +167,21 @@ def _chunk_logits(h, weight, bias):
     return torch.mm(h, weight.t()) if bias is None else torch.addmm(bias, h, weight.t())
 
 
+def _weight_grad(rows: int, weight: torch.Tensor) -> torch.Tensor:
+    """dW's buffer: written whole by the first chunk's GEMM (_add_chunk_grad), so not zeroed
+    unless no chunk runs. A zeroed [V, H] (1 GiB at Llama-3's head in bf16) would cost a write
+    of it, and the first chunk's accumulation a read."""
+    return torch.empty_like(weight) if rows > 0 else torch.zeros_like(weight)
+
+
+def _add_chunk_grad(dweight: torch.Tensor, first: bool, dlogits: torch.Tensor, h: torch.Tensor):
+    """dW = dlogits^T h for the first chunk, dW += dlogits^T h for the others (chunk order)."""
+    if first:
+        torch.mm(dlogits.t(), h, out=dweight)
+    else:
+        dweight.addmm_(dlogits.t(), h)
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
     """Chunks of rows: logits = h @ W^T (+ b) through cuBLAS, oink's cross-entropy kernel with
     the gradient written over the chunk's logits, then dh = dlogits @ W and dW += dlogits^T @ h.
@@ -191,7 +206,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         loss_rows = torch.empty(rows, dtype=wide, device=hidden.device)
         lse = torch.empty_like(loss_rows)
         dhidden = torch.empty_like(hidden) if grads_now and need[0] else None
-        dweight = torch.zeros_like(weight) if grads_now and need[1] else None
+        dweight = _weight_grad(rows, weight) if grads_now and need[1] else None
         dbias = (
             torch.zeros(vocab, dtype=wide, device=hidden.device) if grads_now and need[3] else None
         )
@@ -215,7 +230,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 if dhidden is not None:
                     torch.mm(logits, weight, out=dhidden[start:end])
                 if dweight is not None:
-                    dweight.addmm_(logits.t(), h)
+                    _add_chunk_grad(dweight, start == 0, logits, h)
                 if dbias is not None:
                     dbias += logits.sum(0, dtype=wide)
             loss_rows[start:end] = loss_c
@@ -241,7 +256,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         need = ctx.needs_input_grad
         dloss = grad.to(lse.dtype).contiguous()
         dh = torch.empty_like(hidden) if need[0] else None
-        dw = torch.zeros_like(weight) if need[1] else None
+        dw = _weight_grad(hidden.shape[0], weight) if need[1] else None
         db = (
             torch.zeros(weight.shape[0], dtype=lse.dtype, device=hidden.device) if need[3] else None
         )
@@ -255,7 +270,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             if dh is not None:
                 torch.mm(logits, weight, out=dh[start:end])
             if dw is not None:
-                dw.addmm_(logits.t(), h)
+                _add_chunk_grad(dw, start == 0, logits, h)
             if db is not None:
                 db += logits.sum(0, dtype=db.dtype)
             del logits  # one chunk of logits at a time (above)

@@ -118,6 +118,32 @@ def test_one_chunk_of_logits_alive_at_a_time(monkeypatch, reduction, gen):
     assert len(most) == (5 if reduction == "mean" else 10) and max(most) == 1
 
 
+@pytest.mark.parametrize("reduction", ["sum", "none"])
+def test_weight_gradient_written_whole_by_the_first_chunk(monkeypatch, reduction, gen):
+    # dW's buffer is not zeroed: the first chunk's GEMM writes all of it. Filled with NaN before,
+    # it must come out as the unfused loss's gradient; an empty batch gives zeros.
+    from oink import _cross_entropy
+
+    made = _cross_entropy._weight_grad
+
+    def poisoned(rows, weight):
+        out = made(rows, weight)
+        return out.fill_(float("nan")) if rows > 0 else out
+
+    monkeypatch.setattr(_cross_entropy, "_weight_grad", poisoned)
+    hidden, weight, bias, target = make(40, 8, 30, torch.float64, "cpu", gen)
+    upstream = torch.rand(40 if reduction == "none" else (), generator=gen, dtype=torch.float64)
+    opts = {"reduction": reduction}
+    got = run(
+        oink.linear_cross_entropy, hidden, weight, bias, target, upstream, chunk_rows=16, **opts
+    )
+    want = run(unfused, hidden, weight, bias, target, upstream, **opts)
+    torch.testing.assert_close(got[2], want[2])
+    no_rows = torch.ones((0,) if reduction == "none" else (), dtype=torch.float64)
+    empty = run(oink.linear_cross_entropy, hidden[:0], weight, bias, target[:0], no_rows, **opts)
+    assert torch.equal(empty[2], torch.zeros_like(weight))
+
+
 def test_backward_runs_once(gen):
     # The gradients made in the forward are scaled in place: a second backward is refused.
     hidden, weight, bias, target = make(12, 8, 30, torch.float32, "cpu", gen)
