@@ -194,6 +194,28 @@ def test_softmax_shapes_that_would_not_fit_the_gpu_are_left_out():
     assert cases.parts(["linear_cross_entropy"], "cuda", False, "bf16", h100)[0].shapes == lce
 
 
+def test_a_step_that_fails_to_capture_is_not_captured_again(monkeypatch):
+    # A failed capture keeps its memory pool (torch 2.11): the peer's later shapes are timed
+    # eagerly at once, with the first failure's note; oink's steps are never let off.
+    tries = []
+
+    def capture(call, n_sets):
+        tries.append(n_sets)
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(cases.measure, "cuda_graph_time", capture)
+    monkeypatch.setattr(cases.measure, "event_time", lambda call, n_sets: {"median_us": 1.0})
+    known = {}
+    for _ in range(3):
+        row = cases._clock(None, 2, "cuda", fall_back=True, uncapturable=known, key=("liger", "ce"))
+        assert row["median_us"] == 1.0 and "not capturable" in row["note"]
+    assert len(tries) == 1 and list(known) == [("liger", "ce")]
+    cases._clock(None, 2, "cuda", fall_back=True, uncapturable=known, key=("quack", "ce"))
+    assert len(tries) == 2
+    with pytest.raises(RuntimeError, match="capturing"):
+        cases._clock(None, 2, "cuda", fall_back=False, uncapturable=known, key=("oink", "ce"))
+
+
 def test_a_shape_out_of_memory_is_recorded_and_the_run_goes_on(monkeypatch):
     part = cases.Part("softmax", "fp32", [(64, 4), (96, 4)])
     real = cases._measure_shape

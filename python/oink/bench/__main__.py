@@ -100,9 +100,12 @@ def run(args: argparse.Namespace) -> int:
     total = sum(len(p.cases) * len(p.shapes) for p in parts)
     records: list[dict] = []
     args.out.mkdir(parents=True, exist_ok=True)
+    uncapturable: dict = {}  # (provider, case): why its step is timed eagerly, for every part
     with tqdm(total=total, desc="oink-bench", unit="shape") as progress:
         for part in parts:
-            records += cases.measure_part(part, have, device, l2, copy_gbps, progress)
+            records += cases.measure_part(
+                part, have, device, l2, copy_gbps, progress, uncapturable=uncapturable
+            )
             report.save(args.out / "results.json", env, copy_gbps, records)
     doc = report.load(args.out / "results.json")
     report.render(doc, args.out, with_plots=not args.no_plots)

@@ -209,10 +209,13 @@ def measure_part(
     copy_gbps: float,
     progress: tqdm,
     max_bytes: int = 16 << 30,
+    uncapturable: dict | None = None,
 ) -> list[dict]:
     """One record per (case, shape, regime, provider): status ok (timed), failed (the gate),
-    error (it raised) or n/a (the provider has no such case)."""
+    error (it raised) or n/a (the provider has no such case). `uncapturable`: {(provider, case):
+    why} of the steps a CUDA graph could not capture, shared by the parts of a run (_clock)."""
     records = []
+    uncapturable = {} if uncapturable is None else uncapturable
     gen = torch.Generator().manual_seed(0x0151)
     for case in part.cases:
         for n, m in part.shapes:
@@ -220,7 +223,7 @@ def measure_part(
             base = {"suite": part.suite, "variant": part.variant, "op": case, "N": n, "M": m}
             try:
                 records += _measure_shape(case, n, m, part, have, device, l2_bytes, copy_gbps,
-                                          max_bytes, gen, base)  # fmt: skip
+                                          max_bytes, gen, base, uncapturable)  # fmt: skip
             except torch.OutOfMemoryError as e:  # its sets: recorded, and the run goes on
                 note = providers.first_line(e, 120)
                 records += [{**base, "provider": p, "regime": "hbm", "status": "error",
@@ -233,7 +236,9 @@ def measure_part(
     return records
 
 
-def _measure_shape(case, n, m, part, have, device, l2_bytes, copy_gbps, max_bytes, gen, base):
+def _measure_shape(
+    case, n, m, part, have, device, l2_bytes, copy_gbps, max_bytes, gen, base, uncapturable
+):
     """One shape's records: every provider on the same sets."""
     records = []
     params = make_params(case, n, part.variant, device, gen)
@@ -255,8 +260,10 @@ def _measure_shape(case, n, m, part, have, device, l2_bytes, copy_gbps, max_byte
     # x's dtype outside a fused op, so its outputs are gated at that precision.
     lce = case == "linear_cross_entropy"
     how = {"eager": lce, "floor": first[0].dtype if lce else torch.float32}
+    how["uncapturable"] = uncapturable
     for name, provider in have.items():
         how["fall_back"] = not name.startswith("oink")  # oink's steps must be capturable
+        how["key"] = (name, case)
         fn = provider.get(case)
         rows = _measure(fn, pristine, sets, params, ref, regimes, device, **how)
         for row in rows:
@@ -293,17 +300,25 @@ def _measure(fn, pristine, sets, params, ref, regimes: dict, device: str, **how)
         return [{"regime": r, "status": "error", "note": note} for r in regimes]
 
 
-def _clock(call, n_sets: int, device: str, eager=False, fall_back=False, **_) -> dict:
+def _clock(
+    call, n_sets: int, device: str, eager=False, fall_back=False, uncapturable=None, key=None, **_
+) -> dict:
     """CUDA-graph time; eager event time where asked, or where a peer's step cannot be captured
-    (a host sync: the note says so)."""
+    (a host sync: the note says so). A step that failed to capture once is not tried again
+    (`uncapturable`, by `key`): in torch 2.11 a failed capture keeps its graph's memory pool
+    until the process ends (pytorch/pytorch#190348): Liger's cross-entropy step fails to capture,
+    and an H100 running the loss suites had 75 GiB held by V=256000, M=16384."""
     if device != "cuda":
         return measure.cpu_time(call, n_sets)
+    known = {} if uncapturable is None else uncapturable
     if eager:
         return measure.event_time(call, n_sets)
+    if key in known:
+        return {**measure.event_time(call, n_sets), "note": known[key]}
     try:
         return measure.cuda_graph_time(call, n_sets)
     except RuntimeError as e:
         if not fall_back:
             raise
-        note = f"timed eagerly, not capturable ({providers.first_line(e, 80)})"
-        return {**measure.event_time(call, n_sets), "note": note}
+        known[key] = f"timed eagerly, not capturable ({providers.first_line(e, 80)})"
+        return {**measure.event_time(call, n_sets), "note": known[key]}
