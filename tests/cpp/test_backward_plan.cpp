@@ -540,6 +540,10 @@ TEST(BackwardPlanViolation, CatchesBrokenPlans) {
   rms_with_bias.rows.has_bias = true;
   EXPECT_NE(backward_plan_violation(make_backward_plan(aligned), rms_with_bias).find("bias"),
             std::string::npos);
+  // Float64 rows: the CPU's alone, so no CUDA plan is valid for them.
+  EXPECT_NE(backward_plan_violation(make_backward_plan(aligned), backward(DType::kFloat64, 4096, 8))
+                .find("CPU only"),
+            std::string::npos);
   // The blocks' own check names them (the fields before it are the problem's).
   const NormBackwardProblem wide = backward(DType::kBFloat16, 7168, 8192);
   BackwardPlan plan = make_backward_plan(wide);
