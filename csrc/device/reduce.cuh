@@ -8,6 +8,9 @@
 //   using Value = ...;                          // a float, a double, a Pair, or a SoftmaxStat(Sum)
 //   static Value identity();                     // combine(identity(), v) == v
 //   static Value combine(Value a, Value b);      // commutative: both orders give the same bits
+//   static constexpr bool kButterflyAcross;      // optional, false if absent: warps' (and
+//                                                // cluster slices') values combine by a butterfly
+//                                                // (butterfly_over), not one after another
 // The tree needs commutativity in bits: at each butterfly step the two lanes of a pair combine
 // their values in opposite argument orders and must agree (IEEE addition is; fmax is not on +0
 // and -0, which such a policy must order itself). A row op reduces with one policy (RMSNorm: Sum
@@ -82,22 +85,33 @@ struct alignas(16) SoftmaxStatSum {
 // and the identity where M is -inf (two empty or all -inf sides: exp(-inf - -inf) would be NaN),
 // reached without a branch by taking the exponents against 0 there: s1 exp(-inf) + s2 exp(-inf)
 // is 0 (and stays NaN where a side's sum is NaN: a NaN input still gives a NaN row).
+// One exponential, not two: the side holding M scales by exp(M - M) = 1 exactly, so only the
+// other side's is computed (the same bits as both; where M is -inf both sums are 0 or NaN, and
+// where M is +inf the larger side's sum is already NaN, exp(inf - inf), either way).
 // Every product and sum is rounded on its own (__fmul_rn, __fadd_rn): a contracted FMA would
 // round one product and not the other, and the two argument orders would differ in bits.
 // expf, not __expf: a few combines per row, and exp(0) = 1 exactly for equal maxima.
+// Its combines are the critical path of a row's reduction, each behind an exponential: the warps'
+// and the cluster slices' values combine by a butterfly (butterfly_over), not one after another.
 struct OnlineSoftmax {
   using Value = SoftmaxStat;
+  static constexpr bool kButterflyAcross = true;
   __device__ __forceinline__ static Value identity() { return {-INFINITY, 0.f}; }
   __device__ __forceinline__ static Value combine(Value x, Value y) {
     const float m = Max<float>::combine(x.m, y.m);
     const float base = m == -INFINITY ? 0.f : m;
-    return {m, __fadd_rn(__fmul_rn(x.s, expf(x.m - base)), __fmul_rn(y.s, expf(y.m - base)))};
+    const bool x_below = x.m < y.m;
+    const float scale = expf((x_below ? x.m : y.m) - base);  // the smaller side's
+    const float sx = x_below ? __fmul_rn(x.s, scale) : x.s;
+    const float sy = x_below ? y.s : __fmul_rn(y.s, scale);
+    return {m, __fadd_rn(sx, sy)};
   }
 };
 
 // OnlineSoftmax with the plain sums added alongside (whatever the maxima).
 struct OnlineSoftmaxSum {
   using Value = SoftmaxStatSum;
+  static constexpr bool kButterflyAcross = true;
   __device__ __forceinline__ static Value identity() { return {-INFINITY, 0.f, 0.f, 0.f}; }
   __device__ __forceinline__ static Value combine(Value x, Value y) {
     const SoftmaxStat ms = OnlineSoftmax::combine({x.m, x.s}, {y.m, y.s});
@@ -135,8 +149,8 @@ __device__ __forceinline__ typename Op::Value group_reduce(typename Op::Value v,
 }
 
 // The values of a row's warps, `first[0 .. warps_per_row)`, combined in warp order: the last
-// level of the reduction tree, the same in every schedule. Read 16 bytes at a time where aligned
-// (the same combines in the same order).
+// level of the reduction tree (of every policy without kButterflyAcross), the same in every
+// schedule. Read 16 bytes at a time where aligned (the same combines in the same order).
 template <typename Op>
 __device__ __forceinline__ typename Op::Value reduce_in_warp_order(const typename Op::Value* first,
                                                                    int warps_per_row) {
@@ -156,12 +170,46 @@ __device__ __forceinline__ typename Op::Value reduce_in_warp_order(const typenam
   return total;
 }
 
+template <typename Op, typename = void>
+struct ButterflyAcross : std::false_type {};
+template <typename Op>
+struct ButterflyAcross<Op, std::void_t<decltype(Op::kButterflyAcross)>>
+    : std::bool_constant<Op::kButterflyAcross> {};
+
+// `count` values (1 to 32) combined by an xor butterfly, the same bits in every lane: lane l of
+// every warp starts from value l % width (width: count rounded up to a power of two; the identity
+// past count, and combine(v, identity()) is v in bits for such a policy), so each aligned group
+// of width lanes holds the same values in the same places. log2(width) dependent combines where
+// one after another would be count. Precondition: all 32 lanes of the warp call it.
+template <typename Op>
+__device__ __forceinline__ typename Op::Value butterfly_over(const typename Op::Value* values,
+                                                             int count) {
+  const int width = count <= 1 ? 1 : 1 << (32 - __clz(count - 1));
+  const int j = static_cast<int>(threadIdx.x % 32) & (width - 1);
+  return group_reduce<Op>(j < count ? values[j] : Op::identity(), width);
+}
+
+// The values of a row's warps combined: in warp order (reduce_in_warp_order), or by a butterfly
+// for a policy with kButterflyAcross (the online softmax: at 16 warps, 4 dependent combines
+// instead of 16, each behind an exponential). Either way the order is fixed by the layout.
+// Precondition: all 32 lanes of the warp call it.
+template <typename Op>
+__device__ __forceinline__ typename Op::Value combine_warp_values(const typename Op::Value* first,
+                                                                  int warps_per_row) {
+  if constexpr (ButterflyAcross<Op>::value) {
+    return butterfly_over<Op>(first, warps_per_row);
+  } else {
+    return reduce_in_warp_order<Op>(first, warps_per_row);
+  }
+}
+
 // Combine over the `threads_per_row` consecutive threads that share a row (a power of two <=
 // 1024). Rows wider than a warp combine their warps' values through `warp_values` (>=
-// blockDim.x / 32 of them, 16-byte aligned) in warp order, so every thread of the row returns the
-// same bits. The warp index is found with a mask, not a division: this runs once per row on every
-// thread, and the generic version cost ~60 instructions a row (SASS, 2026-11-30).
-// Precondition: every thread of the block calls it (it may contain a __syncthreads).
+// blockDim.x / 32 of them, 16-byte aligned) in a fixed order (combine_warp_values), so every
+// thread of the row returns the same bits. The warp index is found with a mask, not a division:
+// this runs once per row on every thread, and the generic version cost ~60 instructions a row
+// (SASS, 2026-11-30). Precondition: every thread of the block calls it (it may contain a
+// __syncthreads).
 //
 // `then`: work to start once every thread's value is in (after the barrier; for rows of a warp or
 // less, after the shuffles and a __syncwarp), before the last level of the tree. The barrier is
@@ -190,7 +238,7 @@ __device__ __forceinline__ typename Op::Value row_reduce(typename Op::Value v, i
   __syncthreads();
   then();
   const int warps_per_row = threads_per_row / 32;  // a power of two, 2 to 32
-  return reduce_in_warp_order<Op>(warp_values + (warp & ~(warps_per_row - 1)), warps_per_row);
+  return combine_warp_values<Op>(warp_values + (warp & ~(warps_per_row - 1)), warps_per_row);
 }
 
 // row_reduce() for a thread that plays kLanes lanes of the row's layout at once (the tile
@@ -198,11 +246,11 @@ __device__ __forceinline__ typename Op::Value row_reduce(typename Op::Value v, i
 // the first log2(kLanes) steps of row_reduce()'s butterfly (offsets 16, 8, ...) pair lanes inside
 // this thread and are done here, in the same pairs; the remaining steps are the shuffles of a
 // 32 / kLanes wide butterfly; each warp of threads holds kLanes lane-warp values (in its lanes
-// 0, 32 / kLanes, ...), stored in lane-warp order and combined in warp order as row_reduce()
-// does. Same combines, same order, same bits as row_reduce() over threads_per_row threads.
-// Preconditions: threads_per_row >= 32 * kLanes (a row's threads fill whole warps); every thread
-// of the block calls it (it contains a __syncthreads); `warp_values` holds >= blockDim.x * kLanes
-// / 32 values, 16-byte aligned. `then`: as row_reduce()'s, after the barrier.
+// 0, 32 / kLanes, ...), stored in lane-warp order and combined as row_reduce() combines them. Same
+// combines, same order, same bits as row_reduce() over threads_per_row threads. Preconditions:
+// threads_per_row >= 32 * kLanes (a row's threads fill whole warps); every thread of the block
+// calls it (it contains a __syncthreads); `warp_values` holds >= blockDim.x * kLanes / 32 values,
+// 16-byte aligned. `then`: as row_reduce()'s, after the barrier.
 template <int kLanes, typename Op, typename Then = NoWork>
 __device__ __forceinline__ typename Op::Value folded_row_reduce(
     typename Op::Value (&lane_values)[kLanes], int threads_per_row, typename Op::Value* warp_values,
@@ -221,7 +269,7 @@ __device__ __forceinline__ typename Op::Value folded_row_reduce(
   __syncthreads();
   then();
   const int warps_per_row = threads_per_row / 32;  // lane warps: a power of two, >= kLanes
-  return reduce_in_warp_order<Op>(warp_values + (lane_warp & ~(warps_per_row - 1)), warps_per_row);
+  return combine_warp_values<Op>(warp_values + (lane_warp & ~(warps_per_row - 1)), warps_per_row);
 }
 
 }  // namespace oink::device

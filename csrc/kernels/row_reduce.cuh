@@ -19,7 +19,7 @@
 // folds its chunks in increasing order, element by element; the threads combine in
 // device::row_reduce's fixed tree (in the cluster: chunk c of slice c / S, thread c % T of that
 // slice's CTA of T threads, S = T * kReduceClusterChunks, and the slices' values combined in slice
-// order).
+// order, or by a butterfly for the online softmax's policies: device::butterfly_over).
 // Vector or element-wise I/O and rows_per_cta change only where the bytes come from, never the
 // arithmetic, so a row's bits depend on (op, dtype, N) and its values alone.
 //
@@ -225,7 +225,8 @@ __global__ void __launch_bounds__(kReduceMaxThreadsPerRow, 1)
 // chunks a thread at a time, through registers; then
 // the thread folds its chunks, the CTA combines its threads (row_reduce), each CTA sends its value
 // to every CTA's slice_values[rank], one cluster barrier, and every CTA combines the slices' values
-// in slice order (the same combines, the same bits), and writes its own slice from shared memory.
+// in the same fixed order (the policy's: in slice order, or by a butterfly; the same bits in every
+// CTA), and writes its own slice from shared memory.
 //
 // The exchange follows norm_cluster_kernel's: the first cluster barrier, arrived on at the start
 // and waited for just before the sends, tells that every CTA has started; the second is released
@@ -307,8 +308,13 @@ __global__ void __launch_bounds__(kThreads) reduce_cluster_kernel(const ReducePa
   static_assert(kReduceMaxClusterCtas <= 32, "the senders (t < ctas) are warp 0");
   if (t < ctas) device::store_to_cluster_rank(&slice_values[rank], t, slice_value);
   device::cluster_sync_released_by(t < 32);
-  Value total = slice_values[0];
-  for (int k = 1; k < ctas; ++k) total = Policy::combine(total, slice_values[k]);
+  Value total;
+  if constexpr (device::ButterflyAcross<Policy>::value) {
+    total = device::butterfly_over<Policy>(slice_values, ctas);
+  } else {
+    total = slice_values[0];
+    for (int k = 1; k < ctas; ++k) total = Policy::combine(total, slice_values[k]);
+  }
   const typename Row::Stats stats = r.finish(total);
   r.save(p, row, stats, rank == 0 && t == 0);
   if constexpr (Row::kWrites) {
