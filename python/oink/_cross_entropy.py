@@ -20,20 +20,38 @@ def _check_options(op, reduction, label_smoothing, softcap):
     return 0.0 if softcap is None else float(softcap), float(label_smoothing)
 
 
-def _reduce(loss_rows, target, ignore_index, reduction, dtype):
-    """The rows' losses reduced as F.cross_entropy does (mean: over the non-ignored rows; NaN when
-    every row is ignored), in the logits' dtype; and the count for the mean's gradient."""
-    count = None
+def _mean_count(target, ignore_index, reduction, wide):
+    """The mean's count of non-ignored rows, a [1] tensor of `wide` on target's device (no host
+    sync; CUDA graphs hold it), summed in `wide` in one launch after the comparison's: exact up to
+    2^24 rows in float32, so the same bits as an int64 count converted. None for the others."""
+    if reduction != "mean":
+        return None
+    return (target != ignore_index).sum(dtype=wide).reshape(1)
+
+
+def _grad_scale(count, wide, device):
+    """The scale of the reduced loss's gradient, [1] of `wide`: 1 / count for the mean, else 1
+    (made on the device: no host-to-device copy)."""
+    return count.reciprocal() if count is not None else torch.ones(1, dtype=wide, device=device)
+
+
+def _reduce(loss_rows, count, reduction, dtype):
+    """The rows' losses reduced as F.cross_entropy does (mean: over the `count` non-ignored rows,
+    NaN when every row is ignored), in the logits' dtype: eagerly, the division and the rounding
+    to it in one launch."""
     if reduction == "none":
-        loss = loss_rows
-    elif reduction == "sum":
-        loss = loss_rows.sum()
-    else:
-        count = (target != ignore_index).sum().to(loss_rows.dtype)
-        loss = loss_rows.sum() / count
-    # Converted only where the dtype differs: a no-op .to() returns its input, and an
-    # autograd.Function whose output is such an alias got zero gradients under torch.compile.
-    return (loss if loss.dtype == dtype else loss.to(dtype)), count
+        # Converted only where the dtype differs: a no-op .to() returns its input, and an
+        # autograd.Function whose output is such an alias got zero gradients under torch.compile.
+        return loss_rows if loss_rows.dtype == dtype else loss_rows.to(dtype)
+    total = loss_rows.sum()
+    if reduction == "sum":
+        return total if total.dtype == dtype else total.to(dtype)
+    if torch.compiler.is_compiling() or total.dtype == dtype:
+        # Functional under torch.compile (an out= result of the Function's forward got zero
+        # gradients there; inductor fuses the division and the rounding anyway).
+        loss = total / count.reshape(())
+        return loss if loss.dtype == dtype else loss.to(dtype)
+    return torch.div(total, count.reshape(()), out=torch.empty_like(total, dtype=dtype))
 
 
 def _row_grads(grad, reduction, count, rows, dtype):
@@ -75,22 +93,19 @@ class _CrossEntropy(torch.autograd.Function):
         options = (ignore_index, label_smoothing, softcap)
         ctx.options = (options, reduction, inplace)
         ctx.in_forward = in_forward and ctx.needs_input_grad[0]
+        wide = torch.float64 if logits.dtype == torch.float64 else torch.float32
+        count = _mean_count(target, ignore_index, reduction, wide)
         if ctx.in_forward:
             # The gradient of the reduced loss, made in this pass over the logits and written over
             # them; backward applies the upstream gradient (scale_gradient_).
-            wide = torch.float64 if logits.dtype == torch.float64 else torch.float32
-            count = (target != ignore_index).sum().to(wide)
-            # On the logits' device, made there: no host-to-device copy (CUDA graphs hold it).
-            scale = 1.0 / count if reduction == "mean" else torch.ones_like(count)
             loss_rows, _ = torch.ops.oink.cross_entropy_forward_backward_.default(
-                logits, target, scale.reshape(1), *options
+                logits, target, _grad_scale(count, wide, logits.device), *options
             )
             ctx.save_for_backward(logits)
-            return _reduce(loss_rows, target, ignore_index, reduction, logits.dtype)[0]
+            return _reduce(loss_rows, count, reduction, logits.dtype)
         loss_rows, lse = torch.ops.oink.cross_entropy_forward.default(logits, target, *options)
-        loss, count = _reduce(loss_rows, target, ignore_index, reduction, logits.dtype)
         ctx.save_for_backward(logits, target, lse, count)
-        return loss
+        return _reduce(loss_rows, count, reduction, logits.dtype)
 
     @staticmethod
     def backward(ctx, grad):
@@ -210,13 +225,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
         dbias = (
             torch.zeros(vocab, dtype=wide, device=hidden.device) if grads_now and need[3] else None
         )
-        scale = None
-        if grads_now:
-            count = (target != ignore_index).sum().to(wide)
-            scale = (1.0 / count if reduction == "mean" else torch.ones((), dtype=wide)).to(
-                hidden.device
-            )
-            scale = scale.reshape(1)
+        count = _mean_count(target, ignore_index, reduction, wide)
+        scale = _grad_scale(count, wide, hidden.device) if grads_now else None
         for start in range(0, rows, max(chunk, 1)):
             end = min(start + chunk, rows)
             h, t = hidden[start:end], target[start:end]
@@ -238,7 +248,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             # Freed before the next chunk's are made: one chunk of logits at a time, not two
             # (H100, M=16384, V=128256: 501 MiB over the inputs, then half).
             del logits
-        loss, count = _reduce(loss_rows, target, ignore_index, reduction, hidden.dtype)
+        loss = _reduce(loss_rows, count, reduction, hidden.dtype)
         if dbias is not None:
             dbias = dbias.to(bias.dtype)
         ctx.save_for_backward(hidden, weight, target, bias, lse, dhidden, dweight, dbias)
