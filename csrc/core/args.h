@@ -14,7 +14,8 @@ struct NormArgs {
   // [M] 1/rms per row (float32; float64 for float64 rows, CPU only), or nullptr: rmsnorm_forward
   // (NormProblem::saves_stats)
   void* rstd = nullptr;
-  // LayerNorm on CUDA: [M] means (float32), saved as rstd; and the [N] bias as float32, or nullptr.
+  // LayerNorm on CUDA: [M] means (float32), saved as rstd; and the [N] bias, of the weight's
+  // dtype (NormProblem::w_dtype), or nullptr.
   void* mean = nullptr;
   const void* bias = nullptr;
 };

@@ -22,7 +22,8 @@ namespace oink {
 enum class KernelWeight : uint8_t {
   kAny,         // float16, bfloat16 or float32
   kWiderThanX,  // float32 on 16-bit x only
-  kFloat32,     // float32 only (LayerNorm: the binding widens its weight)
+  kFloat32OrX,  // float32 or x's dtype (LayerNorm: weight and bias as given where both are
+                // x's dtype, else widened to float32 by the binding)
 };
 
 // One forward kernel. A plan names it by these fields, all equal to the plan's.
@@ -49,7 +50,7 @@ constexpr KernelVariant kRegs = KernelVariant::kRowInRegisters, kTwoPass = Kerne
                         kTile = KernelVariant::kTile, kCluster = KernelVariant::kCluster,
                         kStreamed = KernelVariant::kStreamed;
 constexpr KernelWeight kAny = KernelWeight::kAny, kWide = KernelWeight::kWiderThanX,
-                       kF32 = KernelWeight::kFloat32;
+                       kF32X = KernelWeight::kFloat32OrX;
 constexpr int kSlots = kTileSlotsPerThread, kLanes = kTileLanesPerThread;
 constexpr int kFold = kRegistersLanesPerThread, kRowThreads = kMaxThreadsPerRow;
 constexpr int kFoldThreads = kMaxThreadsPerRow / kRegistersLanesPerThread;
@@ -81,13 +82,13 @@ inline constexpr ForwardKernel kForwardKernels[] = {
     {kFused, kTwoPass,  true,  0,      1,     0,          kAny,  kRowThreads,      0},
     {kFused, kTile,     true,  kSlots, kLanes, kSlots,    kAny,  kTileMaxThreads,  kTileStaticSmemBytes},
     {kFused, kCluster,  true,  kSlots, kLanes, kSlots,    kAny,  kClusterMaxThreads, kClusterStaticSmemBytes},
-    // LayerNorm and layernorm_forward: no two_pass; the weight is read at the store
-    {kLn,    kRegs,     false, 1,      1,     0,          kF32,  kRowThreads,      0},
-    {kLn,    kRegs,     false, 2,      1,     0,          kF32,  kRowThreads,      0},
-    {kLn,    kRegs,     true,  1,      1,     0,          kF32,  kRowThreads,      0},
-    {kLn,    kRegs,     true,  2,      1,     0,          kF32,  kRowThreads,      0},
-    {kLn,    kTile,     true,  kSlots, kLanes, 0,         kF32,  kTileMaxThreads,  kTileStaticSmemBytes},
-    {kLn,    kCluster,  true,  kSlots, kLanes, 0,         kF32,  kClusterMaxThreads, kClusterStaticSmemBytes},
+    // LayerNorm and layernorm_forward: no two_pass; weight and bias read at the store, float32 or x's
+    {kLn,    kRegs,     false, 1,      1,     0,          kF32X, kRowThreads,      0},
+    {kLn,    kRegs,     false, 2,      1,     0,          kF32X, kRowThreads,      0},
+    {kLn,    kRegs,     true,  1,      1,     0,          kF32X, kRowThreads,      0},
+    {kLn,    kRegs,     true,  2,      1,     0,          kF32X, kRowThreads,      0},
+    {kLn,    kTile,     true,  kSlots, kLanes, 0,         kF32X, kTileMaxThreads,  kTileStaticSmemBytes},
+    {kLn,    kCluster,  true,  kSlots, kLanes, 0,         kF32X, kClusterMaxThreads, kClusterStaticSmemBytes},
 };
 // clang-format on
 }  // namespace forward_table
@@ -109,11 +110,11 @@ constexpr bool forward_entries_distinct() {
 }
 static_assert(forward_entries_distinct(), "two entries with the same fields");
 
-// The weight dtype the dispatch instantiates a forward kernel with for `problem`: the weight's,
-// or without one x's (LayerNorm's: float32, its one weight type; the pointer is null).
+// The weight dtype the dispatch instantiates a forward kernel with for `problem`: the weight's
+// (LayerNorm's bias has it too), or without either x's (the pointers are null).
 inline DType kernel_weight_dtype(const NormProblem& problem) {
-  if (problem.has_weight) return problem.w_dtype;
-  return problem.op == NormOp::kLayerNorm ? DType::kFloat32 : problem.x_dtype;
+  if (problem.has_weight || problem.has_bias) return problem.w_dtype;
+  return problem.x_dtype;
 }
 
 // Whether an entry of weight rule `rule` is instantiated for x and weight dtypes `x` and `w`.
@@ -123,8 +124,8 @@ constexpr bool kernel_weight_allowed(KernelWeight rule, DType x, DType w) {
       return true;
     case KernelWeight::kWiderThanX:
       return dtype_size(w) > dtype_size(x);
-    case KernelWeight::kFloat32:
-      return w == DType::kFloat32;
+    case KernelWeight::kFloat32OrX:
+      return w == DType::kFloat32 || w == x;
   }
   return false;
 }

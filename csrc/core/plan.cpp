@@ -35,7 +35,8 @@ bool aligned_for_vectors(const NormProblem& p, int chunk_elems) {
     return false;
   }
   if (p.has_weight && p.w_align < chunk_elems * dtype_size(p.w_dtype)) return false;
-  if (p.has_bias && p.bias_align < chunk_elems * 4) return false;  // float32 (NormArgs::bias)
+  // LayerNorm's bias has its weight's dtype (NormProblem::w_dtype).
+  if (p.has_bias && p.bias_align < chunk_elems * dtype_size(p.w_dtype)) return false;
   return true;
 }
 

@@ -56,9 +56,10 @@ constexpr const char* op_name(NormOp op) { return traits_of(op).name; }
 struct NormProblem {
   NormOp op = NormOp::kRmsNorm;
   DType x_dtype = DType::kBFloat16;  // also the dtype of out and residual
-  DType w_dtype = DType::kBFloat16;  // ignored when has_weight is false
+  DType w_dtype = DType::kBFloat16;  // ignored when has_weight and has_bias are false
   bool has_weight = true;
-  // layernorm only: a bias is added (on CUDA a float32 copy, NormArgs::bias).
+  // layernorm only: a bias is added, of w_dtype (NormArgs::bias: the binding gives the weight and
+  // the bias one dtype on CUDA).
   bool has_bias = false;
   // rmsnorm_forward, layernorm_forward: the op that also writes each row's statistics
   // (NormArgs::rstd; layernorm: and mean). Same plan, same bits in out.

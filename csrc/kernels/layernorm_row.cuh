@@ -9,8 +9,11 @@
 //
 // in the accumulation type (float32 for 16-bit rows, float64 for float32 rows, as NormRow),
 // rounded once to the row's type. Addressing and loads are RowIo's (norm_row.cuh), as NormRow's.
-// The binding widens the weight and the bias to float32 (exact for every narrower dtype), so the
-// kernels are instantiated for W = float only (norm_forward.cu); the bias is KernelParams::bias.
+// The weight and the bias share one type W: x's where both are given in x's dtype (as a model
+// in bfloat16 holds them: no copy per call, and a chunk's parameters are one 16-byte load each),
+// else float32, to which the binding widens them (exact for every narrower dtype). Kernels are
+// instantiated for those two (core/kernel_table.h, KernelWeight::kFloat32OrX); the bias is
+// KernelParams::bias.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +33,6 @@ struct LayerNormRow : RowIo<T, W, kVector> {
   using Io::out;
   using typename Io::WVec;
   using typename Io::XVec;
-  using BVec = device::Vec<float, kElems>;
   using Acc = device::RowAcc<T>;
   using Statistic = typename Op::template Statistic<Acc>;
 
@@ -40,12 +42,12 @@ struct LayerNormRow : RowIo<T, W, kVector> {
   };
   static constexpr int kReductions = 2;
 
-  const float* bias;
+  const W* bias;
 
   __device__ LayerNormRow(const KernelParams& p, int64_t row, bool active)
       : LayerNormRow(p, row_offsets(p, active ? row : 0)) {}
   __device__ LayerNormRow(const KernelParams& p, const RowOffsets& at)
-      : Io(p, at, false), bias(p.bias) {}
+      : Io(p, at, false), bias(static_cast<const W*>(p.bias)) {}
 
   // Reduction 1: the elements, in increasing order.
   __device__ static Acc first_terms(const XVec& v, Acc acc) {
@@ -115,12 +117,12 @@ struct LayerNormRow : RowIo<T, W, kVector> {
   template <typename WV>
   __device__ void store_normalized(int64_t col, const XVec& v, const WV& w,
                                    const Stats& stats) const {
-    BVec b;
+    WVec b;
     if (bias != nullptr) {
-      b = device::load_chunk<kVector, float, kElems>(bias, col, n);
+      b = device::load_chunk<kVector, W, kElems>(bias, col, n);
     } else {
 #pragma unroll
-      for (int e = 0; e < kElems; ++e) b.v[e] = 0.f;
+      for (int e = 0; e < kElems; ++e) b.v[e] = device::from_float<W>(0.f);
     }
     XVec y;
 #pragma unroll
@@ -128,7 +130,7 @@ struct LayerNormRow : RowIo<T, W, kVector> {
       // (x - mean) * rstd: a subtraction, then a product; neither can be contracted.
       const Acc xhat = (static_cast<Acc>(device::to_float(v.v[e])) - stats.mean) * stats.rstd;
       const Acc we = static_cast<Acc>(device::to_float(w.v[e]));
-      const Acc be = static_cast<Acc>(b.v[e]);
+      const Acc be = static_cast<Acc>(device::to_float(b.v[e]));
       if constexpr (std::is_same_v<Acc, double>) {
         y.v[e] = static_cast<T>(fma(xhat, we, be));
       } else {

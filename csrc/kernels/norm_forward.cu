@@ -186,7 +186,7 @@ KernelParams kernel_params(const NormPlan& plan, const NormProblem& problem, con
   params.pdl_early_trigger = plan.pdl_early_trigger;
   params.rstd = static_cast<float*>(args.rstd);
   params.mean = static_cast<float*>(args.mean);
-  params.bias = static_cast<const float*>(args.bias);
+  params.bias = args.bias;
   return params;
 }
 

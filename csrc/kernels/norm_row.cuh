@@ -50,10 +50,10 @@ struct KernelParams {
   RowIndexer row_index;
   RowStrides x_strides, out_strides, residual_strides;
   // Last, so that no other field moves: the inference kernels' SASS stays byte-identical.
-  float* rstd;        // [M] 1/rms (layernorm: 1/sqrt(var + eps)) per row, logical row order:
-                      // ops with kSavesStats only
-  float* mean;        // [M] layernorm's row means, as rstd (LayerNormSavingStatsOp only)
-  const float* bias;  // [N] layernorm's bias (float32, widened once by the binding), or nullptr
+  float* rstd;       // [M] 1/rms (layernorm: 1/sqrt(var + eps)) per row, logical row order:
+                     // ops with kSavesStats only
+  float* mean;       // [M] layernorm's row means, as rstd (LayerNormSavingStatsOp only)
+  const void* bias;  // [N] layernorm's bias (the weight's type: float32 or x's), or nullptr
 };
 
 // The hot fields' budget: two 64-byte constant-cache lines at most.

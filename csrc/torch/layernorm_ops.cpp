@@ -1,6 +1,7 @@
 // oink::layernorm, layernorm_forward and layernorm_backward (CPU and CUDA): validate -> widen the
-// weight and bias once (float64 for the CPU kernels of cpu/layernorm_cpu.*, float32 for the CUDA
-// ones) -> run. Fake kernels in python/oink/_fake.py, autograd in python/oink/_autograd.py.
+// weight and bias once (float64 for the CPU kernels of cpu/layernorm_cpu.*; on CUDA float32
+// unless both are x's dtype, and float32 for the backward) -> run. Fake kernels in
+// python/oink/_fake.py, autograd in python/oink/_autograd.py.
 #include "torch/layernorm_ops.h"
 
 #include <torch/csrc/stable/library.h>
@@ -45,30 +46,48 @@ std::optional<Tensor> as_float32(const std::optional<Tensor>& t) {
   return torch::stable::to(*t, torch::headeronly::ScalarType::Float);
 }
 
-// The problem the CUDA kernels see, with the weight and bias as their float32 copies `w` and `b`.
-void widen_for_cuda(NormProblem& p, const std::optional<Tensor>& w,
-                    const std::optional<Tensor>& b) {
-  p.w_dtype = DType::kFloat32;
+// The problem the CUDA kernels see, with the weight and bias `w` and `b` as they read them, both
+// of `dtype`.
+void set_cuda_params(NormProblem& p, DType dtype, const std::optional<Tensor>& w,
+                     const std::optional<Tensor>& b) {
+  p.w_dtype = dtype;
   if (w) p.w_align = pointer_alignment(w->data_ptr());
   p.has_bias = b.has_value();
   if (b) p.bias_align = pointer_alignment(b->data_ptr());
 }
 
-// The CUDA path: the row type of kernels/layernorm_row.cuh in the schedule make_plan picks, with
-// the weight and bias widened to float32 (one kernel type for every weight dtype).
+// The forward's weight and bias as the CUDA kernels read them: as given where each is absent or
+// of x's dtype and 16-byte aligned (a model's bfloat16 parameters: no copy, no extra launch),
+// else both widened to float32 (new tensors, aligned: an unaligned parameter would refuse long
+// rows and take the others element-wise): one parameter type a kernel (core/kernel_table.h,
+// KernelWeight::kFloat32OrX). Sets the problem's parameter fields to match.
+struct CudaParams {
+  std::optional<Tensor> weight, bias;
+};
+CudaParams cuda_params(NormProblem& p, const Tensor& x, const std::optional<Tensor>& weight,
+                       const std::optional<Tensor>& bias) {
+  const auto of_x = [&](const std::optional<Tensor>& t) {
+    return !t || (t->scalar_type() == x.scalar_type() && pointer_alignment(t->data_ptr()) >= 16);
+  };
+  const bool as_given = of_x(weight) && of_x(bias);
+  CudaParams c{as_given ? weight : as_float32(weight), as_given ? bias : as_float32(bias)};
+  set_cuda_params(p, as_given ? p.x_dtype : DType::kFloat32, c.weight, c.bias);
+  return c;
+}
+
+// The CUDA path: the row type of kernels/layernorm_row.cuh in the schedule make_plan picks.
 void forward_cuda(const char* op, NormProblem p, const Tensor& x, const Tensor& out,
                   const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
                   double eps, const Tensor& mean, const Tensor& rstd) {
-  const std::optional<Tensor> w = as_float32(weight), b = as_float32(bias);
-  widen_for_cuda(p, w, b);  // new tensors only: what the kernel would read, for the check below
+  const CudaParams c = cuda_params(p, x, weight, bias);
   // An empty batch runs no kernel (run_forward), so no row length is out of its reach.
   const std::string unsupported = p.rows == 0 ? "" : cuda_forward_unsupported(p, device_info_of(x));
   if (!unsupported.empty()) throw ArgError(op, "x", unsupported, shape_of(x));
   NormArgs args;
   args.x = x.data_ptr();
   args.out = out.data_ptr();
-  args.weight = w ? w->data_ptr() : nullptr;
-  args.bias = b ? b->data_ptr() : nullptr;
+  args.weight = c.weight ? c.weight->data_ptr() : nullptr;
+  args.bias = c.bias ? c.bias->data_ptr() : nullptr;
   args.eps = static_cast<float>(eps);
   args.mean = p.saves_stats ? mean.data_ptr() : nullptr;
   args.rstd = p.saves_stats ? rstd.data_ptr() : nullptr;
@@ -141,7 +160,8 @@ std::tuple<Tensor, std::optional<Tensor>, std::optional<Tensor>> layernorm_backw
     // The kernel reads the weight as float32 (widened once: one kernel for every weight dtype);
     // dweight and dbias take the caller's weight's and bias's dtypes.
     const std::optional<Tensor> w = as_float32(weight);
-    widen_for_cuda(bp.rows, w, std::nullopt);  // the bias is not read, only its gradient summed
+    // The bias is not read, only its gradient summed.
+    set_cuda_params(bp.rows, DType::kFloat32, w, std::nullopt);
     bp.rows.has_bias = bias.has_value();
     return norm_backward_cuda(op, dy, x, w, weight, bias, rstd, &mean, bp, x_rows);
   }
@@ -201,7 +221,7 @@ NormProblem layernorm_problem_for_explain(const Tensor& x, const std::optional<T
   // allocator's alignment (the problem's default), or dense, which is only known by making it.
   if (!x_rows.one_row_stride()) check_out(p, op, x, x_rows, output_for(x, x_rows));
   if (x.is_cuda()) {
-    widen_for_cuda(p, as_float32(weight), as_float32(bias));  // as a call would: new copies
+    cuda_params(p, x, weight, bias);  // as a call would (new copies where it widens)
     const std::string unsupported = cuda_forward_unsupported(p, device_info_of(x));
     if (!unsupported.empty()) throw ArgError(op, "x", unsupported, shape_of(x));
   }

@@ -96,6 +96,25 @@ std::string launch_problem(const NormPlan& plan, const NormProblem& p, const Dev
   return "";
 }
 
+// LayerNorm's kernels take their weight and bias as float32 or in x's dtype, nothing else: a
+// float16 weight on bfloat16 rows must reach them widened (the binding's cuda_params), or the
+// plan would name no kernel.
+TEST(KernelTable, LayerNormParametersAreFloat32OrXsDtype) {
+  for (const DType x : {DType::kFloat16, DType::kBFloat16}) {
+    const DType other = x == DType::kFloat16 ? DType::kBFloat16 : DType::kFloat16;
+    for (const int64_t m : {int64_t{1}, int64_t{4097}}) {  // registers, and the tile
+      const NormProblem p = forward(NormOp::kLayerNorm, false, x, true, x, 4096, m, 256);
+      const NormPlan plan = make_plan(p, kDevices[0]);
+      EXPECT_GE(forward_kernel_entry(plan, p), 0) << describe(plan, p, kDevices[0]);
+      NormProblem widened = p, mixed = p;
+      widened.w_dtype = DType::kFloat32;
+      mixed.w_dtype = other;
+      EXPECT_GE(forward_kernel_entry(plan, widened), 0);
+      EXPECT_EQ(forward_kernel_entry(plan, mixed), -1);
+    }
+  }
+}
+
 TEST(KernelTable, EveryForwardPlanOfTheGridNamesAnEntryAndFitsItsLimits) {
   const std::vector<int64_t> cols = grid_cols();
   int64_t plans = 0, failures = 0;
@@ -109,9 +128,10 @@ TEST(KernelTable, EveryForwardPlanOfTheGridNamesAnEntryAndFitsItsLimits) {
                         Op{NormOp::kFusedAddRmsNorm, false}, Op{NormOp::kLayerNorm, false},
                         Op{NormOp::kLayerNorm, true}}) {
       for (const DType x : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {
-        // The weights the binding passes: LayerNorm's widened to float32, or none.
+        // The weights the binding passes: x's dtype, float32 (LayerNorm's parameters of any
+        // other dtype are widened to it), or none.
         std::vector<std::pair<bool, DType>> weights = {{false, x}, {true, DType::kFloat32}};
-        if (op.op != NormOp::kLayerNorm && x != DType::kFloat32) weights.push_back({true, x});
+        if (x != DType::kFloat32) weights.push_back({true, x});
         for (const auto& [has_weight, w] : weights) {
           for (const int64_t n : cols) {
             for (const int x_align : {256, 2}) {

@@ -1120,9 +1120,12 @@ TEST(PlanViolation, KeepsLayerNormToItsKernels) {
   EXPECT_NE(plan_violation(two_pass, layernorm(DType::kBFloat16, 4096, 17), hopper())
                 .find("no instantiated kernel"),
             std::string::npos);
-  NormProblem bf16_weight = p;
+  // Its parameters are float32 or x's dtype (bfloat16 here): a float16 pair has no kernel.
+  NormProblem bf16_weight = p, f16_weight = p;
   bf16_weight.w_dtype = DType::kBFloat16;
-  EXPECT_NE(plan_violation(plan, bf16_weight, hopper()).find("no instantiated kernel"),
+  EXPECT_EQ(plan_violation(plan, bf16_weight, hopper()), "");
+  f16_weight.w_dtype = DType::kFloat16;
+  EXPECT_NE(plan_violation(plan, f16_weight, hopper()).find("no instantiated kernel"),
             std::string::npos);
   NormProblem rms_with_bias = bf16(4096, 65536);
   rms_with_bias.has_bias = true;

@@ -282,6 +282,31 @@ def test_cuda_forward_without_weight_or_bias(affine, gen):
 
 
 @requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+@pytest.mark.parametrize("n,m", [(1001, 37), (4096, 1), (4096, 2048), (32768, 3)])
+def test_cuda_parameters_in_x_dtype_are_read_as_given(dtype, n, m, gen):
+    """A weight and bias in x's dtype reach the kernel as given: one kernel a call (no float32
+    copies) and the bits of their float32 widening, in the registers kernel (element-wise rows
+    too), the tile (N=4096, M=2048) and the cluster (two slices); with only one of them likewise.
+    An unaligned one is widened (an aligned copy): long rows are not refused for it."""
+    if n > 16384 and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("rows longer than one slice run in a thread block cluster")
+    x, w, b = make(m, n, dtype, dtype, gen)
+    x, w, b = x.cuda(), w.cuda(), b.cuda()
+    unaligned = torch.empty(n + 1, dtype=dtype, device="cuda")[1:]
+    unaligned.copy_(b)
+    for pw, pb in ((w, b), (w, None), (None, b), (w, unaligned)):
+        y = oink.layernorm(x, pw, pb, EPS)
+        widened = [None if t is None else t.float() for t in (pw, pb)]
+        assert torch.equal(y, oink.layernorm(x, *widened, EPS))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        oink.layernorm(x, w, b, EPS)
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert len(kernels) == 1, kernels
+
+
+@requires_cuda
 @pytest.mark.parametrize("n", [64, 4096, 5000])
 def test_cuda_batch_invariance_and_layouts(n, gen):
     """A row's bits: the same alone, in a batch, in padded rows, at an unaligned address

@@ -130,9 +130,11 @@ def test_explain_layernorm(device):
     else:
         # rmsnorm's schedule rule for one stream (plan.cpp, tile_pays): the tile from a few row
         # groups per SM, as at M=4096 here, the registers schedule for a few rows; the weight
-        # read as float32 (widened by the op).
+        # read as float32 (the bias is: both widened by the op), or as given where both are x's.
         rms = oink.explain(x, w)
         assert plan.variant == rms.variant == "tile" and plan.weight_dtype == "float32"
+        given = oink.explain(x, w, op="layernorm", bias=torch.zeros_like(w))
+        assert given.variant == "tile" and given.weight_dtype == "bfloat16"
         assert plan.vector_io and plan.threads_per_row == rms.threads_per_row
         one = oink.explain(x[:1], w, op="layernorm", bias=torch.zeros(4096, device=device))
         assert one.variant == "row_in_registers" and one.threads_per_row == rms.threads_per_row
