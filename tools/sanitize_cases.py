@@ -5,7 +5,8 @@ docs/contract.md (QKV head views, transposed views, rmsnorm.out into a head view
 independent views, no weight), with and without PDL; and the training ops (--ops):
 rmsnorm_forward in every forward schedule, layernorm_forward and layernorm_backward, and
 rmsnorm_backward in every variant of its kernel; softmax and cross-entropy (--ops rows) in both
-schedules, vector and element-wise, in place and not. Exits non-zero if any result is wrong.
+schedules, vector and element-wise, in place and not, and the loss's count and reduction.
+Exits non-zero if any result is wrong.
 
 Results are checked on the CPU so that the only kernels racecheck sees are oink's and copies:
 PyTorch's own CUDA reduction (the float64 mean of a GPU-side reference) reports shared-memory
@@ -297,6 +298,17 @@ def check_rows(dtype, g) -> int:
         failed += int(not (loss[0] == 0 and torch.isnan(loss[-1])))
         fused64, grad64 = fused.cpu().double(), grad.cpu().double()
         same = torch.allclose(fused64, grad64, rtol=tol, atol=tol / n, equal_nan=True)
+        failed += int(not same)
+        # The scalars around them (one CTA each) and a scale in the rows' dtype.
+        count = torch.ops.oink.cross_entropy_count.default(target, -100, torch.float32)
+        failed += int(count[0].item() != m - 1)
+        mean = torch.ops.oink.reduce_loss.default(loss[:-1].contiguous(), count, torch.float32)
+        want = loss[:-1].cpu().double().sum() / (m - 1)
+        failed += int(not torch.allclose(mean.cpu().double(), want, rtol=1e-6))
+        torch.ops.oink.scale_gradient_.default(fused, torch.full((), 0.5, dtype=dtype).cuda())
+        same = torch.allclose(
+            fused.cpu().double(), fused64 * 0.5, rtol=tol, atol=tol / n, equal_nan=True
+        )
         failed += int(not same)
     return failed
 

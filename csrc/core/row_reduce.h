@@ -91,10 +91,12 @@ struct ReduceArgs {
   void* loss = nullptr;         // [M], written by the forward
   void* lse = nullptr;          // [M], written by the forward, read by the backward
   // The backward: the upstream gradient of each row's loss, [M]. The forward's fused gradient:
-  // one scale for every non-ignored row (1 / count for a mean), a scalar on the rows' device;
-  // scale_gradient_'s factor s, the same.
+  // one scale for every non-ignored row (1 / count for a mean), a scalar on the rows' device, or
+  // nullptr for 1; scale_gradient_'s factor s, the same (never nullptr), which may also be in the
+  // rows' own dtype (autograd's seed of a 16-bit loss, read without a cast's launch).
   const void* dloss = nullptr;
   const void* grad_scale = nullptr;
+  bool grad_scale_in_rows_dtype = false;
 };
 
 }  // namespace oink

@@ -55,6 +55,18 @@ OINK_INLINE double gradient(const CeOptions& o, double z, bool is_target, double
   return g;
 }
 
+// *grad_scale (float32, float64 for float64 rows, or the rows' dtype where it says so), 1 without
+// one.
+template <DType D>
+OINK_INLINE double scale_of(const ReduceArgs& a) {
+  if (a.grad_scale == nullptr) return 1.0;
+  if (a.grad_scale_in_rows_dtype) {
+    using X = HostElem<D>;
+    return X::load(*static_cast<const typename X::Storage*>(a.grad_scale));
+  }
+  return cpu::load_stat<D>(a.grad_scale, 0);
+}
+
 // Ignored rows are 0, rows of an out-of-range target NaN.
 template <DType D>
 OINK_INLINE void fill_row(typename HostElem<D>::Storage* g, int64_t n, double v) {
@@ -71,7 +83,7 @@ OINK_INLINE void forward_kernel(const ReduceProblem& p, const ReduceArgs& a, dou
   const CeOptions o = options_of(p, a);
   const int64_t n = p.cols;
   const bool writes = p.writes_rows;
-  const double scale = writes ? cpu::load_stat<D>(a.grad_scale, 0) : 0.0;
+  const double scale = writes ? scale_of<D>(a) : 0.0;
   const RowIndexer rows(p.row_dims);
   for (int64_t row = begin; row < end; ++row) {
     const RowIndex at = split_row(rows, row);
@@ -144,7 +156,7 @@ OINK_INLINE void scale_kernel(const ReduceProblem& p, const ReduceArgs& a, int64
                               int64_t end) {
   using X = HostElem<D>;
   using S = typename X::Storage;
-  const double s = cpu::load_stat<D>(a.grad_scale, 0);
+  const double s = scale_of<D>(a);
   if (s == 1.0) return;
   const RowIndexer rows(p.row_dims);
   for (int64_t row = begin; row < end; ++row) {

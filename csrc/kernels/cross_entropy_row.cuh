@@ -111,7 +111,7 @@ struct CrossEntropyRow {
   T* out;
   int64_t n;
   Math math;
-  float scale = 0.f;     // *grad_scale (kWritesRows)
+  float scale = 0.f;     // *grad_scale, or 1 without one (kWritesRows)
   float z_target = 0.f;  // z of logits[r, t]: the row's lane 0, class rows only
 
   __device__ CrossEntropyRow(const ReduceParams& p, int64_t r, bool active)
@@ -119,7 +119,7 @@ struct CrossEntropyRow {
     const ReduceRowOffsets at = reduce_row_offsets(p, active ? r : 0);
     in[0] = static_cast<const T*>(p.in) + at.in;
     out = static_cast<T*>(p.out) + at.out;
-    if constexpr (kWritesRows) scale = *p.grad_scale;
+    if constexpr (kWritesRows) scale = grad_scale_of<T>(p);
   }
 
   // After the row's loads (its address waits for target[r]): one element, never out of range.
@@ -202,7 +202,8 @@ struct CrossEntropyBackwardRow {
 };
 
 // scale_gradient_: in = out = the fused gradient g (cross_entropy's kWritesRows), g *= s for the
-// scalar s = *grad_scale, the upstream gradient that backward only then knows. Where s == 1 (a
+// scalar s = *grad_scale (float32 or g's dtype), the upstream gradient that backward only then
+// knows. Where s == 1 (a
 // plain loss.backward()) every CTA returns before its loads: one launch and no pass over g, with
 // no host sync to find out. Rounding: g, rounded once in the forward, is rounded again here
 // where s != 1.
@@ -226,7 +227,7 @@ struct ScaleGradientRow {
   float s;
 
   __device__ ScaleGradientRow(const ReduceParams& p, int64_t r, bool active)
-      : n(p.cols), s(*p.grad_scale) {
+      : n(p.cols), s(grad_scale_of<T>(p)) {
     const ReduceRowOffsets at = reduce_row_offsets(p, active ? r : 0);
     in[0] = static_cast<const T*>(p.in) + at.in;
     out = static_cast<T*>(p.out) + at.out;

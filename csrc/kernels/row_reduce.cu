@@ -174,7 +174,8 @@ ReduceParams reduce_params(const ReducePlan& plan, const ReduceProblem& problem,
   p.loss = static_cast<float*>(args.loss);
   p.lse = static_cast<float*>(args.lse);
   p.dloss = static_cast<const float*>(args.dloss);
-  p.grad_scale = static_cast<const float*>(args.grad_scale);
+  p.grad_scale = args.grad_scale;
+  p.grad_scale_in_rows_dtype = args.grad_scale_in_rows_dtype;
   return p;
 }
 

@@ -73,8 +73,17 @@ struct ReduceParams {
   float* loss;
   float* lse;
   const float* dloss;
-  const float* grad_scale;
+  const void* grad_scale;         // float32, or T where grad_scale_in_rows_dtype (ReduceArgs)
+  bool grad_scale_in_rows_dtype;  // scale_gradient_ only
 };
+
+// *p.grad_scale as a float (1 where there is none: the fused gradient of a sum).
+template <typename T>
+__device__ __forceinline__ float grad_scale_of(const ReduceParams& p) {
+  if (p.grad_scale == nullptr) return 1.f;
+  return p.grad_scale_in_rows_dtype ? device::to_float(*static_cast<const T*>(p.grad_scale))
+                                    : *static_cast<const float*>(p.grad_scale);
+}
 
 // Where row `row` of each stream starts (elements), for the row types' constructors.
 struct ReduceRowOffsets {

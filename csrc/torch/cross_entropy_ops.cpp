@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -76,9 +77,10 @@ ReduceProblem check_ce_inputs(ReduceOp op, const Tensor& logits, const Tensor& t
 
 // A per-row value (lse, dloss) or a scalar (grad_scale, scale): float32 (float64 for float64
 // rows), contiguous, on the device of `rows` (the logits, or the gradient: `rows_arg`), `numel`
-// elements, not sharing memory with the rows.
+// elements, not sharing memory with the rows. `or_rows_dtype`: the rows' own dtype is taken too.
 void check_values(const char* name, const char* arg, const char* rows_arg, const Tensor& rows,
-                  DType dtype, const Tensor& t, int64_t numel, bool one_dim) {
+                  DType dtype, const Tensor& t, int64_t numel, bool one_dim,
+                  bool or_rows_dtype = false) {
   const std::string of = rows_arg;
   if (!t.defined()) throw ArgError(name, arg, "must be a tensor", "None");
   if (!same_device(rows, t)) {
@@ -86,8 +88,13 @@ void check_values(const char* name, const char* arg, const char* rows_arg, const
                    device_of(t));
   }
   const bool f64 = dtype == DType::kFloat64;
-  if (t.scalar_type() != (f64 ? ScalarType::Double : ScalarType::Float)) {
-    throw ArgError(name, arg, f64 ? "must be float64 (as " + of + ")" : "must be float32",
+  const bool own = or_rows_dtype && t.scalar_type() == rows.scalar_type();
+  if (!own && t.scalar_type() != (f64 ? ScalarType::Double : ScalarType::Float)) {
+    throw ArgError(name, arg,
+                   f64 ? "must be float64 (as " + of + ")"
+                   : or_rows_dtype
+                       ? "must be float32 or " + of + "'s dtype (" + dtype_of(rows) + ")"
+                       : std::string("must be float32"),
                    dtype_of(t));
   }
   if (one_dim ? (t.dim() != 1 || t.size(0) != numel) : t.numel() != numel) {
@@ -137,18 +144,21 @@ std::tuple<Tensor, Tensor> cross_entropy_forward(Tensor logits, Tensor target, i
 
 // The same, and the gradient of sum(loss * grad_scale over the non-ignored rows) written over
 // the logits in the same pass: one read and one write of the logits for the loss and its
-// gradient (oink.linear_cross_entropy's chunks).
+// gradient (oink.linear_cross_entropy's chunks). grad_scale: its first element is the scale
+// (cross_entropy_count's [count, 1 / count] passes 1 / count as its second: a view); None for 1.
 std::tuple<Tensor, Tensor> cross_entropy_forward_backward_(Tensor logits, Tensor target,
-                                                           Tensor grad_scale, int64_t ignore_index,
+                                                           std::optional<Tensor> grad_scale,
+                                                           int64_t ignore_index,
                                                            double label_smoothing, double softcap) {
   const char* name = "cross_entropy_forward_backward_";
   ReduceProblem p =
       check_ce_inputs(ReduceOp::kCrossEntropy, logits, target, label_smoothing, softcap);
-  check_values(name, "grad_scale", "logits", logits, p.dtype, grad_scale, 1, false);
+  if (grad_scale)
+    check_values(name, "grad_scale", "logits", logits, p.dtype, *grad_scale, 1, false);
   p.writes_rows = true;
   p.out_align = p.in_align;
   ReduceArgs a = ce_args(logits, target, ignore_index, label_smoothing, softcap);
-  a.grad_scale = grad_scale.data_ptr();
+  if (grad_scale) a.grad_scale = grad_scale->data_ptr();
   return run_forward_ce(p, a, logits);
 }
 
@@ -190,17 +200,22 @@ void cross_entropy_backward_(Tensor dloss, Tensor logits, Tensor target, Tensor 
 }
 
 // grad *= scale in place (the fused gradient of cross_entropy_forward_backward_ times the
-// upstream gradient): any layout whose rows have a contiguous last dimension. Where scale == 1,
-// nothing is read or written (the CUDA kernel returns at once: no host sync decides it).
+// upstream gradient): any layout whose rows have a contiguous last dimension. scale: one value,
+// float32 (float64 for float64 grad) or grad's own dtype (autograd's seed of a bfloat16 loss,
+// taken as it is: no cast launched). Where scale == 1, nothing is read or written (the CUDA
+// kernel returns at once: no host sync decides it).
 void scale_gradient_(Tensor grad, Tensor scale) {
   RowView rows;
   ReduceProblem p = check_reduce_input(ReduceOp::kScaleGradient, "grad", grad, &rows);
-  check_values("scale_gradient_", "scale", "grad", grad, p.dtype, scale, 1, false);
+  check_values("scale_gradient_", "scale", "grad", grad, p.dtype, scale, 1, false,
+               /*or_rows_dtype=*/true);
   p.out_align = p.in_align;
   ReduceArgs a;
   a.in = grad.data_ptr();
   a.out = grad.data_ptr();
   a.grad_scale = scale.data_ptr();
+  a.grad_scale_in_rows_dtype = p.dtype != DType::kFloat32 && p.dtype != DType::kFloat64 &&
+                               scale.scalar_type() == grad.scalar_type();
   run_reduce(p, a, grad);
 }
 

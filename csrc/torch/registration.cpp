@@ -45,10 +45,16 @@ STABLE_TORCH_LIBRARY(oink, m) {
       "cross_entropy_forward(Tensor logits, Tensor target, int ignore_index, float "
       "label_smoothing, float softcap) -> (Tensor, Tensor)");
   // The same, also writing over the logits the gradient of sum(loss) * grad_scale (a one-element
-  // tensor) over the non-ignored rows, in the same pass.
+  // tensor; None for 1) over the non-ignored rows, in the same pass.
   m.def(
-      "cross_entropy_forward_backward_(Tensor(a!) logits, Tensor target, Tensor grad_scale, int "
+      "cross_entropy_forward_backward_(Tensor(a!) logits, Tensor target, Tensor? grad_scale, int "
       "ignore_index, float label_smoothing, float softcap) -> (Tensor, Tensor)");
+  // [count, 1 / count] of the targets [M] that are not ignore_index, in dtype (float32; float64
+  // on the CPU): the mean's divisor and its gradient's scale, made on the device (no host sync).
+  m.def("cross_entropy_count(Tensor target, int ignore_index, ScalarType dtype) -> Tensor");
+  // The rows' losses [M] reduced to one: sum / count[0] (None: the sum), summed in float64 in a
+  // fixed order, a 0-d tensor of dtype rounded once.
+  m.def("reduce_loss(Tensor loss_rows, Tensor? count, ScalarType dtype) -> Tensor");
   // dlogits of sum(loss * dloss) from the forward's lse: a new tensor, or over the logits (_).
   m.def(
       "cross_entropy_backward(Tensor dloss, Tensor logits, Tensor target, Tensor lse, int "
@@ -56,8 +62,9 @@ STABLE_TORCH_LIBRARY(oink, m) {
   m.def(
       "cross_entropy_backward_(Tensor dloss, Tensor(a!) logits, Tensor target, Tensor lse, int "
       "ignore_index, float label_smoothing, float softcap) -> ()");
-  // grad *= scale (a one-element tensor), in place: the forward's fused gradient times the
-  // upstream gradient. Where scale is 1 the kernel returns at once (decided on the device).
+  // grad *= scale (a one-element tensor, float32 or grad's dtype), in place: the forward's fused
+  // gradient times the upstream gradient. Where scale is 1 the kernel returns at once (decided on
+  // the device).
   m.def("scale_gradient_(Tensor(a!) grad, Tensor scale) -> ()");
   // The plan of a softmax or cross-entropy call on x, as one line (core/reduce_plan.h, describe).
   m.def("explain_rows(str op, Tensor x) -> str");

@@ -297,3 +297,8 @@ _refusing(
 _refusing("cross_entropy_backward", ("dloss", "logits"), "oink has no double-backward")
 _refusing("cross_entropy_backward_", ("dloss", "logits"), "oink has no double-backward")
 _refusing("scale_gradient_", ("grad", "scale"), "oink has no double-backward")
+_refusing(
+    "reduce_loss",
+    ("loss_rows",),
+    "it reduces the per-row losses oink.cross_entropy makes; use oink.cross_entropy",
+)

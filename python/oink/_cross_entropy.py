@@ -21,37 +21,29 @@ def _check_options(op, reduction, label_smoothing, softcap):
 
 
 def _mean_count(target, ignore_index, reduction, wide):
-    """The mean's count of non-ignored rows, a [1] tensor of `wide` on target's device (no host
-    sync; CUDA graphs hold it), summed in `wide` in one launch after the comparison's: exact up to
-    2^24 rows in float32, so the same bits as an int64 count converted. None for the others."""
+    """[count, 1 / count] of the non-ignored rows for the mean, `wide` on target's device: one
+    launch, no host sync (CUDA graphs hold it); the count exact, each value rounded once. None
+    for the other reductions."""
     if reduction != "mean":
         return None
-    return (target != ignore_index).sum(dtype=wide).reshape(1)
+    return torch.ops.oink.cross_entropy_count.default(target, ignore_index, wide)
 
 
-def _grad_scale(count, wide, device):
-    """The scale of the reduced loss's gradient, [1] of `wide`: 1 / count for the mean, else 1
-    (made on the device: no host-to-device copy)."""
-    return count.reciprocal() if count is not None else torch.ones(1, dtype=wide, device=device)
+def _grad_scale(count):
+    """The scale of the fused gradient: 1 / count (a view of the count's second value) for the
+    mean, None (1) for the sum."""
+    return None if count is None else count[1:]
 
 
 def _reduce(loss_rows, count, reduction, dtype):
     """The rows' losses reduced as F.cross_entropy does (mean: over the `count` non-ignored rows,
-    NaN when every row is ignored), in the logits' dtype: eagerly, the division and the rounding
-    to it in one launch."""
+    NaN when every row is ignored), in the logits' dtype: one launch (oink::reduce_loss, summed in
+    float64 in a fixed order)."""
     if reduction == "none":
         # Converted only where the dtype differs: a no-op .to() returns its input, and an
         # autograd.Function whose output is such an alias got zero gradients under torch.compile.
         return loss_rows if loss_rows.dtype == dtype else loss_rows.to(dtype)
-    total = loss_rows.sum()
-    if reduction == "sum":
-        return total if total.dtype == dtype else total.to(dtype)
-    if torch.compiler.is_compiling() or total.dtype == dtype:
-        # Functional under torch.compile (an out= result of the Function's forward got zero
-        # gradients there; inductor fuses the division and the rounding anyway).
-        loss = total / count.reshape(())
-        return loss if loss.dtype == dtype else loss.to(dtype)
-    return torch.div(total, count.reshape(()), out=torch.empty_like(total, dtype=dtype))
+    return torch.ops.oink.reduce_loss.default(loss_rows, count, dtype)
 
 
 def _row_grads(grad, reduction, count, rows, dtype):
@@ -60,7 +52,7 @@ def _row_grads(grad, reduction, count, rows, dtype):
     if reduction == "none":
         return grad.reshape(rows).contiguous()
     if reduction == "mean":
-        grad = grad / count
+        grad = grad / count[0]
     return grad.reshape(1).expand(rows).contiguous()
 
 
@@ -78,7 +70,10 @@ def _scale_once(ctx, op, grads, upstream):
         if g is None:
             continue
         wide = torch.float64 if g.dtype == torch.float64 else torch.float32
-        factor = upstream.detach().to(wide).reshape(1)
+        # Taken in g's dtype as it comes (autograd's seed of a 16-bit loss): no cast's launch.
+        factor = upstream.detach().reshape(1)
+        if factor.dtype not in (g.dtype, wide):
+            factor = factor.to(wide)
         if g.dim() > 0 and g.stride(-1) == 1:
             torch.ops.oink.scale_gradient_.default(g, factor)
         else:  # a layout scale_gradient_ does not take (a transposed weight's gradient)
@@ -99,7 +94,7 @@ class _CrossEntropy(torch.autograd.Function):
             # The gradient of the reduced loss, made in this pass over the logits and written over
             # them; backward applies the upstream gradient (scale_gradient_).
             loss_rows, _ = torch.ops.oink.cross_entropy_forward_backward_.default(
-                logits, target, _grad_scale(count, wide, logits.device), *options
+                logits, target, _grad_scale(count), *options
             )
             ctx.save_for_backward(logits)
             return _reduce(loss_rows, count, reduction, logits.dtype)
@@ -226,7 +221,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             torch.zeros(vocab, dtype=wide, device=hidden.device) if grads_now and need[3] else None
         )
         count = _mean_count(target, ignore_index, reduction, wide)
-        scale = _grad_scale(count, wide, hidden.device) if grads_now else None
+        scale = _grad_scale(count)
         for start in range(0, rows, max(chunk, 1)):
             end = min(start + chunk, rows)
             h, t = hidden[start:end], target[start:end]

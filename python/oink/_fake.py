@@ -112,6 +112,17 @@ def _cross_entropy_forward_backward_fake(
     return _per_row(logits), _per_row(logits)
 
 
+@torch.library.register_fake("oink::cross_entropy_count")
+def _cross_entropy_count_fake(target, ignore_index, dtype):
+    return target.new_empty((2,), dtype=dtype)
+
+
+@torch.library.register_fake("oink::reduce_loss")
+def _reduce_loss_fake(loss_rows, count, dtype):
+    _on_x_device("reduce_loss", loss_rows, count=count)
+    return loss_rows.new_empty((), dtype=dtype)
+
+
 @torch.library.register_fake("oink::cross_entropy_backward")
 def _cross_entropy_backward_fake(
     dloss, logits, target, lse, ignore_index, label_smoothing, softcap

@@ -266,6 +266,92 @@ def test_scale_gradient(device, gen):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_scale_in_the_gradients_dtype(device, gen):
+    """A bfloat16 scale (autograd's seed of a bfloat16 loss) is read as it is: the same bits as
+    the float32 scale of the same value; a scale of a third dtype is refused."""
+    g = (torch.randn(9, 3000, generator=gen) * 1e-3).to(torch.bfloat16).to(device)
+    results = []
+    for scale in (torch.tensor([0.375], device=device), torch.tensor(0.375).bfloat16().to(device)):
+        h = g.clone()
+        torch.ops.oink.scale_gradient_.default(h, scale)
+        results.append(h)
+    assert torch.equal(results[0], results[1]) and not torch.equal(results[0], g)
+    unit = g.clone()
+    torch.ops.oink.scale_gradient_.default(
+        unit, torch.ones((), dtype=torch.bfloat16, device=device)
+    )
+    assert torch.equal(unit.view(torch.int16), g.view(torch.int16))
+    with pytest.raises(ValueError, match="argument 'scale'.*float32 or grad's dtype"):
+        torch.ops.oink.scale_gradient_.default(g, torch.ones(1, dtype=torch.float16, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("rows", [0, 1, 7, 5000])
+def test_count_and_reduced_loss(device, rows, gen):
+    """cross_entropy_count: [count, 1 / count] of the non-ignored targets, exact; reduce_loss: the
+    rows' sum (over the count for the mean) within one rounding of the float64 result, in the
+    dtype asked for, the same bits on every call."""
+    target = torch.randint(0, 50, (rows,), generator=gen)
+    target[::3] = IGNORE
+    target = target.to(device)
+    count = torch.ops.oink.cross_entropy_count.default(target, IGNORE, torch.float32)
+    n = int((target != IGNORE).sum())
+    assert count.dtype == torch.float32 and count.shape == (2,)
+    assert count[0].item() == n
+    assert torch.equal(
+        count[1:], torch.tensor([n], dtype=torch.float32, device=device).reciprocal()
+    )
+    loss_rows = (torch.rand(rows, generator=gen) * 10).to(device)
+    loss_rows[target == IGNORE] = 0  # as the kernels leave ignored rows: all ignored is 0 / 0
+    for dtype in DTYPES:
+        for divisor in (None, count):
+            got = torch.ops.oink.reduce_loss.default(loss_rows, divisor, dtype)
+            assert got.dtype == dtype and got.shape == ()
+            want = loss_rows.double().sum() / (n if divisor is not None else 1)
+            if rows == 0 or (divisor is not None and n == 0):
+                assert torch.isnan(got) if divisor is not None else got.item() == 0
+                continue
+            assert torch.allclose(got.double(), want, rtol=torch.finfo(dtype).eps, atol=0)
+            assert torch.equal(got, torch.ops.oink.reduce_loss.default(loss_rows, divisor, dtype))
+    opcheck(torch.ops.oink.cross_entropy_count.default, (target, IGNORE, torch.float32))
+    if n > 0:  # opcheck compares without equal_nan
+        opcheck(torch.ops.oink.reduce_loss.default, (loss_rows, count, torch.bfloat16))
+
+
+def test_count_and_reduced_loss_errors():
+    target, rows = torch.randint(0, 9, (6,)), torch.rand(6)
+    with pytest.raises(ValueError, match="argument 'target'.*int64"):
+        torch.ops.oink.cross_entropy_count.default(target.int(), IGNORE, torch.float32)
+    with pytest.raises(ValueError, match="argument 'target'.*1-D"):
+        torch.ops.oink.cross_entropy_count.default(target.view(2, 3), IGNORE, torch.float32)
+    with pytest.raises(ValueError, match="argument 'dtype'.*float32 or float64"):
+        torch.ops.oink.cross_entropy_count.default(target, IGNORE, torch.float16)
+    count = torch.ops.oink.cross_entropy_count.default(target, IGNORE, torch.float32)
+    with pytest.raises(ValueError, match="argument 'count'.*loss_rows' dtype"):
+        torch.ops.oink.reduce_loss.default(rows, count.double(), torch.float32)
+    with pytest.raises(ValueError, match="argument 'loss_rows'.*float32 or float64"):
+        torch.ops.oink.reduce_loss.default(rows.half(), None, torch.float32)
+    with pytest.raises(ValueError, match="argument 'dtype'"):
+        torch.ops.oink.reduce_loss.default(rows, None, torch.int32)
+    with pytest.raises(RuntimeError, match="use oink.cross_entropy"):
+        torch.ops.oink.reduce_loss.default(rows.requires_grad_(), None, torch.float32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fused_gradient_without_a_scale(device, gen):
+    """grad_scale None is a scale of 1 (the sum's fused gradient): the same bits as ones."""
+    logits, target = make(5, 900, torch.bfloat16, device, gen, ignored=1)
+    outs = []
+    for scale in (None, torch.ones(1, device=device)):
+        g = logits.clone()
+        loss, lse = torch.ops.oink.cross_entropy_forward_backward_.default(
+            g, target, scale, IGNORE, 0.1, 0.0
+        )
+        outs.append((g, loss, lse))
+    assert all(torch.equal(a, b) for a, b in zip(*outs, strict=True))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_compile_grad_in_forward(device, gen):
     logits, target = make(8, 300, torch.float32, device, gen, ignored=1)
     w = torch.eye(300, device=device).requires_grad_()
